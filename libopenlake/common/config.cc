@@ -1,0 +1,432 @@
+#include "common/strings.h"
+#include "openlake/config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "openlake/log.h"
+#include "openlake/status.h"
+
+// toml++ reports syntax errors by throwing toml::parse_error; the one call that parses is
+// wrapped below, so no exception leaves this file.
+#include <toml++/toml.h>
+
+namespace openlake {
+namespace {
+
+// Reads typed values out of one TOML table, turning every problem into an InvalidArgument that
+// names the source, the line and the key. Keys never asked for are reported as unknown.
+class TableReader {
+ public:
+  TableReader(const toml::table& table, std::string_view source, std::string prefix)
+      : table_(table), source_(source), prefix_(std::move(prefix)) {}
+
+  absl::Status Error(const toml::node* node, std::string_view key, std::string_view what) const {
+    const auto line = node ? node->source().begin.line : 0;
+    return absl::InvalidArgumentError(StrCat(source_, line ? StrCat(":", line) : "",
+                                                   ": key '", prefix_, key, "' ", what));
+  }
+
+  std::string_view source() const { return source_; }
+
+  const toml::node* Find(std::string_view key) {
+    seen_.insert(std::string(key));
+    return table_.get(key);
+  }
+
+  absl::Status String(std::string_view key, std::string* out, bool required = false) {
+    const toml::node* n = Find(key);
+    if (!n) return required ? Error(nullptr, key, "is required") : absl::OkStatus();
+    if (!n->is_string()) return Error(n, key, "must be a string");
+    *out = n->as_string()->get();
+    return absl::OkStatus();
+  }
+
+  template <typename T>
+  absl::Status Int(std::string_view key, T* out, int64_t lo, int64_t hi, bool required = false) {
+    const toml::node* n = Find(key);
+    if (!n) return required ? Error(nullptr, key, "is required") : absl::OkStatus();
+    if (!n->is_integer()) return Error(n, key, "must be an integer");
+    const int64_t v = n->as_integer()->get();
+    if (v < lo || v > hi) {
+      return Error(n, key, StrCat("must be between ", lo, " and ", hi, " (got ", v, ")"));
+    }
+    *out = static_cast<T>(v);
+    return absl::OkStatus();
+  }
+
+  template <typename T>
+  absl::Status OptInt(std::string_view key, std::optional<T>* out, int64_t lo, int64_t hi) {
+    if (!table_.get(key)) {
+      seen_.insert(std::string(key));
+      return absl::OkStatus();
+    }
+    T v{};
+    if (auto s = Int(key, &v, lo, hi); !s.ok()) return s;
+    *out = v;
+    return absl::OkStatus();
+  }
+
+  absl::Status Number(std::string_view key, std::optional<double>* out) {
+    const toml::node* n = Find(key);
+    if (!n) return absl::OkStatus();
+    if (n->is_integer()) {
+      *out = static_cast<double>(n->as_integer()->get());
+    } else if (n->is_floating_point()) {
+      *out = n->as_floating_point()->get();
+    } else {
+      return Error(n, key, "must be a number");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Bool(std::string_view key, bool* out) {
+    const toml::node* n = Find(key);
+    if (!n) return absl::OkStatus();
+    if (!n->is_boolean()) return Error(n, key, "must be true or false");
+    *out = n->as_boolean()->get();
+    return absl::OkStatus();
+  }
+
+  absl::Status StringList(std::string_view key, std::vector<std::string>* out) {
+    const toml::node* n = Find(key);
+    if (!n) return absl::OkStatus();
+    if (!n->is_array()) return Error(n, key, "must be an array of strings");
+    out->clear();
+    for (const toml::node& e : *n->as_array()) {
+      if (!e.is_string()) return Error(&e, key, "must be an array of strings");
+      out->push_back(e.as_string()->get());
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status IntList(std::string_view key, std::vector<int>* out) {
+    const toml::node* n = Find(key);
+    if (!n) return absl::OkStatus();
+    if (!n->is_array()) return Error(n, key, "must be an array of integers");
+    out->clear();
+    for (const toml::node& e : *n->as_array()) {
+      if (!e.is_integer() || e.as_integer()->get() < 0 || e.as_integer()->get() > 4095) {
+        return Error(&e, key, "must be an array of CPU numbers (0..4095)");
+      }
+      out->push_back(static_cast<int>(e.as_integer()->get()));
+    }
+    return absl::OkStatus();
+  }
+
+  const toml::table* Table(std::string_view key, absl::Status* status) {
+    const toml::node* n = Find(key);
+    if (!n) return nullptr;
+    if (!n->is_table()) {
+      *status = Error(n, key, "must be a table");
+      return nullptr;
+    }
+    return n->as_table();
+  }
+
+  const toml::array* ArrayOfTables(std::string_view key, absl::Status* status) {
+    const toml::node* n = Find(key);
+    if (!n) return nullptr;
+    if (!n->is_array_of_tables() && !(n->is_array() && n->as_array()->empty())) {
+      *status = Error(n, key, StrCat("must be an array of tables ([[", key, "]])"));
+      return nullptr;
+    }
+    return n->as_array();
+  }
+
+  // Logs a warning for every key of the table that no reader asked for.
+  void WarnUnknown() const {
+    for (const auto& [k, v] : table_) {
+      if (!seen_.contains(std::string(k.str()))) {
+        OL_LOG(kWarning) << source_ << ":" << v.source().begin.line << ": unknown key '" << prefix_
+                         << k.str() << "' ignored";
+      }
+    }
+  }
+
+ private:
+  const toml::table& table_;
+  std::string_view source_;
+  std::string prefix_;
+  absl::flat_hash_set<std::string> seen_;
+};
+
+absl::Status ParseKvSlab(TableReader& r, KvSlabConfig* kv) {
+  OL_RETURN_IF_ERROR(r.Number("cpu_ram_frac", &kv->cpu_ram_frac));
+  if (kv->cpu_ram_frac && !(*kv->cpu_ram_frac > 0 && *kv->cpu_ram_frac <= 1)) {
+    return r.Error(r.Find("cpu_ram_frac"), "cpu_ram_frac", "must be in (0, 1]");
+  }
+  OL_RETURN_IF_ERROR(r.Number("capacity_gb", &kv->capacity_gb));
+  if (kv->capacity_gb && !(*kv->capacity_gb > 0)) {
+    return r.Error(r.Find("capacity_gb"), "capacity_gb", "must be positive");
+  }
+  OL_RETURN_IF_ERROR(r.Int("reserve_ttl_secs", &kv->reserve_ttl_secs, 1, 86400));
+  uint64_t segment_mb = kv->segment_bytes >> 20;
+  OL_RETURN_IF_ERROR(r.Int("segment_mb", &segment_mb, 1, 1024));
+  kv->segment_bytes = segment_mb << 20;
+  return absl::OkStatus();
+}
+
+absl::Status ParseRdma(TableReader& r, RdmaConfig* rd) {
+  OL_RETURN_IF_ERROR(r.String("backend", &rd->backend));
+  if (rd->backend != "dct" && rd->backend != "ucx") {
+    return r.Error(r.Find("backend"), "backend", "must be \"dct\" or \"ucx\"");
+  }
+  OL_RETURN_IF_ERROR(r.OptInt("self_node_id", &rd->self_node_id, 0, 65535));
+  OL_RETURN_IF_ERROR(r.String("dev_name", &rd->dev_name));
+  OL_RETURN_IF_ERROR(r.OptInt("dc_key", &rd->dc_key, 0, INT64_MAX));
+  OL_RETURN_IF_ERROR(r.Int("bulk_pool_cap", &rd->bulk_pool_cap, 1, 1 << 20));
+  OL_RETURN_IF_ERROR(r.Int("network_timeout_secs", &rd->network_timeout_secs, 1, INT64_MAX));
+  OL_RETURN_IF_ERROR(r.Int("srq_depth", &rd->srq_depth, 1, 1 << 20));
+  OL_RETURN_IF_ERROR(r.Int("max_send_wr", &rd->max_send_wr, 1, 1 << 20));
+  OL_RETURN_IF_ERROR(r.Int("peer_credit", &rd->peer_credit, 1, 1 << 16));
+  OL_RETURN_IF_ERROR(r.OptInt("max_clients", &rd->max_clients, 1, 1 << 20));
+  absl::Status st;
+  if (const toml::table* qos = r.Table("qos", &st)) {
+    TableReader q(*qos, r.source(), "rdma.qos.");
+    OL_RETURN_IF_ERROR(q.Int("traffic_class", &rd->qos_traffic_class, 0, 255));
+    OL_RETURN_IF_ERROR(q.Int("tc", &rd->qos_traffic_class, 0, 255));
+    OL_RETURN_IF_ERROR(q.Int("service_level", &rd->qos_service_level, 0, 15));
+    OL_RETURN_IF_ERROR(q.Int("sl", &rd->qos_service_level, 0, 15));
+    q.WarnUnknown();
+  }
+  OL_RETURN_IF_ERROR(st);
+  if (rd->max_clients && uint64_t{*rd->max_clients} * (rd->peer_credit + 1) > rd->srq_depth) {
+    return r.Error(r.Find("max_clients"), "max_clients",
+                   "times (peer_credit + 1) must not exceed srq_depth");
+  }
+  r.WarnUnknown();
+  return absl::OkStatus();
+}
+
+absl::Status ParseTls(TableReader& r, TlsConfig* tls) {
+  OL_RETURN_IF_ERROR(r.String("cert_path", &tls->cert_path, true));
+  OL_RETURN_IF_ERROR(r.String("key_path", &tls->key_path, true));
+  OL_RETURN_IF_ERROR(r.String("client_ca", &tls->client_ca));
+  r.WarnUnknown();
+  return absl::OkStatus();
+}
+
+absl::Status ParseTop(const toml::table& root, std::string_view source, Config* cfg) {
+  TableReader r(root, source, "");
+  OL_RETURN_IF_ERROR(r.Int("self_id", &cfg->self_id, 0, 65535));
+
+  std::string mode = std::string(ModeName(cfg->mode));
+  OL_RETURN_IF_ERROR(r.String("mode", &mode));
+  if (mode == "storage") {
+    cfg->mode = Mode::kStorage;
+  } else if (mode == "kv") {
+    cfg->mode = Mode::kKv;
+  } else {
+    return r.Error(r.Find("mode"), "mode", "must be \"storage\" or \"kv\"");
+  }
+  std::string transport = cfg->transport == Transport::kRdma ? "rdma" : "h2";
+  OL_RETURN_IF_ERROR(r.String("transport", &transport));
+  if (transport == "h2" || transport == "tcp") {
+    cfg->transport = Transport::kH2;
+  } else if (transport == "rdma") {
+    cfg->transport = Transport::kRdma;
+  } else {
+    return r.Error(r.Find("transport"), "transport", "must be \"h2\" or \"rdma\"");
+  }
+
+  OL_RETURN_IF_ERROR(r.String("rpc_addr", &cfg->rpc_addr));
+  OL_RETURN_IF_ERROR(r.String("s3_addr", &cfg->s3_addr));
+  OL_RETURN_IF_ERROR(r.OptInt("s3_port", &cfg->s3_port, 1, 65535));
+  OL_RETURN_IF_ERROR(r.String("region", &cfg->region));
+  if (cfg->region.empty()) return r.Error(r.Find("region"), "region", "must not be empty");
+
+  std::string legacy_dir;
+  OL_RETURN_IF_ERROR(r.String("data_dir", &legacy_dir));
+  OL_RETURN_IF_ERROR(r.StringList("data_dirs", &cfg->data_dirs));
+  if (!legacy_dir.empty() && !root.get("data_dirs")) cfg->data_dirs = {legacy_dir};
+
+  OL_RETURN_IF_ERROR(r.Int("set_drive_count", &cfg->set_drive_count, 1, 256));
+  OL_RETURN_IF_ERROR(r.Int("replication", &cfg->set_drive_count, 1, 256));
+  OL_RETURN_IF_ERROR(r.Int("default_parity_count", &cfg->default_parity_count, 0, 128));
+
+  absl::Status st;
+  if (const toml::array* creds = r.ArrayOfTables("credentials", &st)) {
+    cfg->credentials.clear();
+    for (const toml::node& n : *creds) {
+      TableReader c(*n.as_table(), source, "credentials.");
+      Credential cred;
+      OL_RETURN_IF_ERROR(c.String("access_key", &cred.access_key, true));
+      OL_RETURN_IF_ERROR(c.String("secret_key", &cred.secret_key, true));
+      if (cred.access_key.empty() || cred.secret_key.empty()) {
+        return c.Error(&n, "access_key", "and secret_key must not be empty");
+      }
+      c.WarnUnknown();
+      cfg->credentials.push_back(std::move(cred));
+    }
+  }
+  OL_RETURN_IF_ERROR(st);
+
+  if (const toml::array* nodes = r.ArrayOfTables("nodes", &st)) {
+    cfg->nodes.clear();
+    absl::flat_hash_set<uint32_t> ids;
+    for (const toml::node& n : *nodes) {
+      TableReader t(*n.as_table(), source, "nodes.");
+      NodeConfig node;
+      OL_RETURN_IF_ERROR(t.Int("id", &node.id, 0, 65535, true));
+      OL_RETURN_IF_ERROR(t.String("rpc_addr", &node.rpc_addr, true));
+      OL_RETURN_IF_ERROR(t.Int("disk_count", &node.disk_count, 0, 4096));
+      if (!ids.insert(node.id).second) {
+        return t.Error(&n, "id", StrCat("duplicates node ", node.id));
+      }
+      t.WarnUnknown();
+      cfg->nodes.push_back(std::move(node));
+    }
+  }
+  OL_RETURN_IF_ERROR(st);
+
+  if (const toml::table* kv = r.Table("kv_slab", &st)) {
+    TableReader k(*kv, source, "kv_slab.");
+    OL_RETURN_IF_ERROR(ParseKvSlab(k, &cfg->kv_slab));
+    k.WarnUnknown();
+    cfg->kv_enabled = true;
+  }
+  if (cfg->mode == Mode::kKv) cfg->kv_enabled = true;
+  OL_RETURN_IF_ERROR(st);
+
+  if (const toml::table* rd = r.Table("rdma", &st)) {
+    TableReader k(*rd, source, "rdma.");
+    RdmaConfig rdma;
+    OL_RETURN_IF_ERROR(ParseRdma(k, &rdma));
+    cfg->rdma = std::move(rdma);
+  }
+  OL_RETURN_IF_ERROR(st);
+
+  for (const char* key : {"s3_tls", "rpc_tls"}) {
+    if (const toml::table* t = r.Table(key, &st)) {
+      TableReader k(*t, source, StrCat(key, "."));
+      TlsConfig tls;
+      OL_RETURN_IF_ERROR(ParseTls(k, &tls));
+      (std::string_view(key) == "s3_tls" ? cfg->s3_tls : cfg->rpc_tls) = std::move(tls);
+    }
+    OL_RETURN_IF_ERROR(st);
+  }
+  // Upstream's buffer pool knobs: accepted, our allocator sizes itself.
+  r.Find("memory_pool");
+
+  OL_RETURN_IF_ERROR(r.String("rpc_secret", &cfg->rpc_secret));
+  OL_RETURN_IF_ERROR(r.String("kv_socket", &cfg->kv_socket));
+  OL_RETURN_IF_ERROR(r.IntList("cores", &cfg->cores));
+  r.WarnUnknown();
+  return absl::OkStatus();
+}
+
+absl::Status Validate(const Config& cfg) {
+  const std::string& src = cfg.source;
+  if (cfg.transport == Transport::kRdma && !cfg.rdma) {
+    return absl::InvalidArgumentError(
+        StrCat(src, ": transport = \"rdma\" needs an [rdma] table"));
+  }
+  if (cfg.rdma && cfg.rdma->backend == "ucx" && cfg.mode != Mode::kKv) {
+    return absl::InvalidArgumentError(
+        StrCat(src, ": [rdma] backend = \"ucx\" is only valid with mode = \"kv\""));
+  }
+  if (!cfg.nodes.empty()) {
+    bool found = false;
+    for (const NodeConfig& n : cfg.nodes) found = found || n.id == cfg.self_id;
+    if (!found) {
+      return absl::InvalidArgumentError(StrCat(
+          src, ": self_id ", cfg.self_id, " is not the id of any [[nodes]] entry"));
+    }
+    if (cfg.mode == Mode::kKv && cfg.nodes.size() != 1) {
+      return absl::InvalidArgumentError(
+          StrCat(src, ": mode = \"kv\" takes exactly one [[nodes]] entry (this node)"));
+    }
+  }
+  if (cfg.mode == Mode::kStorage) {
+    if (cfg.default_parity_count > cfg.set_drive_count / 2) {
+      return absl::InvalidArgumentError(StrCat(
+          src, ": default_parity_count ", cfg.default_parity_count,
+          " must be at most half of set_drive_count ", cfg.set_drive_count));
+    }
+  }
+  absl::flat_hash_set<std::string> dirs;
+  for (const std::string& d : cfg.data_dirs) {
+    if (d.empty()) return absl::InvalidArgumentError(StrCat(src, ": empty data_dirs entry"));
+    if (!dirs.insert(d).second) {
+      return absl::InvalidArgumentError(StrCat(src, ": data_dirs lists '", d, "' twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string_view ModeName(Mode mode) { return mode == Mode::kKv ? "kv" : "storage"; }
+
+Config DefaultConfig() {
+  Config cfg;
+  cfg.mode = Mode::kStorage;
+  cfg.data_dirs = {"./data/d0", "./data/d1", "./data/d2", "./data/d3"};
+  cfg.set_drive_count = 4;
+  cfg.default_parity_count = 2;
+  cfg.kv_slab.cpu_ram_frac = 0.5;
+  cfg.kv_enabled = true;
+  return cfg;
+}
+
+absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source_name) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source_name);
+  } catch (const toml::parse_error& e) {
+    return absl::InvalidArgumentError(StrCat(source_name, ":", e.source().begin.line, ":",
+                                                   e.source().begin.column, ": ",
+                                                   e.description()));
+  }
+  Config cfg;
+  cfg.source = std::string(source_name);
+  OL_RETURN_IF_ERROR(ParseTop(root, source_name, &cfg));
+  OL_RETURN_IF_ERROR(Validate(cfg));
+  return cfg;
+}
+
+absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ErrnoStatus(errno, StrCat("open config ", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseConfig(text.str(), path);
+}
+
+uint64_t MemTotalBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemTotal:") return kib * 1024;
+  }
+  return 0;
+}
+
+absl::StatusOr<uint64_t> KvSlabBytes(const KvSlabConfig& cfg, uint64_t mem_total) {
+  uint64_t bytes;
+  if (cfg.cpu_ram_frac) {
+    bytes = static_cast<uint64_t>(*cfg.cpu_ram_frac * static_cast<double>(mem_total));
+  } else if (cfg.capacity_gb) {
+    bytes = static_cast<uint64_t>(*cfg.capacity_gb * static_cast<double>(1ull << 30));
+  } else {
+    bytes = mem_total / 2;
+  }
+  if (bytes < (16ull << 20)) {
+    return absl::InvalidArgumentError(
+        StrCat("kv_slab: the slab would be ", bytes, " bytes; at least 16 MiB is needed"));
+  }
+  if (mem_total != 0 && bytes > mem_total) {
+    return absl::InvalidArgumentError(StrCat("kv_slab: the slab (", bytes,
+                                                   " bytes) exceeds the machine's RAM (",
+                                                   mem_total, " bytes)"));
+  }
+  return bytes;
+}
+
+}  // namespace openlake

@@ -1,0 +1,35 @@
+// String helpers. Debian 12's Abseil is built with its own absl::string_view (not an alias of
+// std::string_view), so absl::StrCat does not take std::string_view. openlake::StrCat converts
+// such arguments and forwards everything else to absl::StrCat unchanged.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace openlake {
+
+template <typename T>
+decltype(auto) StrCatArg(const T& v) {
+  if constexpr (std::is_convertible_v<const T&, std::string_view> &&
+                !std::is_convertible_v<const T&, absl::string_view>) {
+    const std::string_view s(v);
+    return absl::string_view(s.data(), s.size());
+  } else {
+    return (v);
+  }
+}
+
+template <typename... Args>
+std::string StrCat(const Args&... args) {
+  return absl::StrCat(StrCatArg(args)...);
+}
+
+// std::string_view of an absl::string_view (e.g. Status::message()).
+inline std::string_view SV(absl::string_view s) { return std::string_view(s.data(), s.size()); }
+inline absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+}  // namespace openlake

@@ -1,0 +1,120 @@
+// File: openlake/config.h
+//
+// The daemon's configuration: the TOML keys of upstream OpenLake (so its example configs run
+// unchanged) plus a few of our own, each documented in docs/configuration.md.
+//
+//   OL_ASSIGN_OR_RETURN(openlake::Config cfg, openlake::LoadConfigFile("kv_local.toml"));
+//   uint64_t slab = openlake::KvSlabBytes(cfg.kv_slab, openlake::MemTotalBytes());
+//
+// Parsing never throws. A syntax error, a wrong type or an invalid value comes back as
+// InvalidArgument naming the file, the line and the key at fault. Unknown keys are logged as
+// warnings and otherwise ignored (upstream ignores them too).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "openlake/export.h"
+
+namespace openlake {
+
+enum class Mode { kStorage, kKv };
+enum class Transport { kH2, kRdma };
+
+struct Credential {
+  std::string access_key;
+  std::string secret_key;
+};
+
+struct NodeConfig {
+  uint32_t id = 0;
+  std::string rpc_addr;
+  uint32_t disk_count = 1;
+};
+
+struct KvSlabConfig {
+  // Upstream keys. cpu_ram_frac (a fraction of MemTotal in (0, 1]) wins over capacity_gb.
+  std::optional<double> cpu_ram_frac;
+  std::optional<double> capacity_gb;  // may be fractional here (upstream: whole GiB)
+  uint32_t reserve_ttl_secs = 60;     // lease time of reservations and read pins
+  // Ours: the slab is carved into segments of this size, each holding slots of one size.
+  uint64_t segment_bytes = 64ull << 20;
+};
+
+struct RdmaConfig {
+  std::string backend = "dct";  // "dct" or "ucx"
+  std::optional<uint32_t> self_node_id;
+  std::string dev_name;
+  std::optional<uint64_t> dc_key;
+  uint32_t qos_traffic_class = 0;
+  uint32_t qos_service_level = 0;
+  uint32_t bulk_pool_cap = 64;
+  uint64_t network_timeout_secs = 36000;
+  uint32_t srq_depth = 4096;
+  uint32_t max_send_wr = 256;
+  uint32_t peer_credit = 4;
+  std::optional<uint32_t> max_clients;
+};
+
+struct TlsConfig {
+  std::string cert_path;
+  std::string key_path;
+  std::string client_ca;
+};
+
+struct Config {
+  uint32_t self_id = 0;
+  Mode mode = Mode::kStorage;
+  Transport transport = Transport::kH2;
+  std::string rpc_addr = "127.0.0.1:9400";
+  std::string s3_addr = "127.0.0.1:9000";
+  std::optional<uint16_t> s3_port;
+  std::string region = "us-east-1";
+  std::vector<std::string> data_dirs;
+  uint32_t set_drive_count = 4;
+  uint32_t default_parity_count = 2;
+  std::vector<Credential> credentials;
+  std::vector<NodeConfig> nodes;
+  KvSlabConfig kv_slab;
+  // True when the node runs the KV pool: mode = "kv", or a [kv_slab] table is present (the
+  // embedded default has one).
+  bool kv_enabled = false;
+  std::optional<RdmaConfig> rdma;
+  std::optional<TlsConfig> s3_tls;
+  std::optional<TlsConfig> rpc_tls;
+
+  // Ours.
+  // Shared secret for RPC listeners beyond loopback (required there; see docs/rpc.md).
+  std::string rpc_secret;
+  // Path of the KV pool's Unix socket; empty = a per-user runtime folder (docs/kv-pool.md).
+  std::string kv_socket;
+  // CPUs to run reactors on; empty = every CPU in the process's affinity mask.
+  std::vector<int> cores;
+  // Where the config came from, for messages ("<embedded default>" or a path).
+  std::string source = "<embedded default>";
+};
+
+// The embedded default `openlaked` runs with no arguments: KV pool on 127.0.0.1:9400, slab of
+// half the RAM (lazily committed), object store over ./data.
+OL_EXPORT Config DefaultConfig();
+
+// Parses TOML text. `source_name` is used in error messages.
+OL_EXPORT absl::StatusOr<Config> ParseConfig(std::string_view toml, std::string_view source_name);
+
+// Reads and parses a TOML file. NotFound when it does not exist.
+OL_EXPORT absl::StatusOr<Config> LoadConfigFile(const std::string& path);
+
+// Total RAM from /proc/meminfo (MemTotal), in bytes; 0 if unreadable.
+OL_EXPORT uint64_t MemTotalBytes();
+
+// Slab size for `cfg`: cpu_ram_frac × mem_total when set, else capacity_gb GiB, else half of
+// mem_total. InvalidArgument when the result is under 16 MiB or beyond mem_total.
+OL_EXPORT absl::StatusOr<uint64_t> KvSlabBytes(const KvSlabConfig& cfg, uint64_t mem_total);
+
+OL_EXPORT std::string_view ModeName(Mode mode);
+
+}  // namespace openlake

@@ -1,0 +1,81 @@
+// File: openlake/kv/service.h
+//
+// The KV pool as a service: creates the shared-memory slab and serves the pool's RPC on one
+// reactor, over a Unix socket (local clients: the slab's descriptor is passed there) and TCP
+// (control from anywhere; beyond loopback only with a shared secret). The pool's state lives
+// on that reactor alone, so no request takes a lock.
+//
+//   auto rt = io::Runtime::Create({}).value();
+//   OL_RETURN_IF_ERROR(rt->Start());
+//   kv::KvServiceOptions o;
+//   o.slab_bytes = 8ull << 30;
+//   o.unix_socket = "/run/user/1000/openlake/kv-9400.sock";
+//   OL_ASSIGN_OR_RETURN(auto kv, kv::KvService::Start(*rt, o));
+//   ...
+//   kv->Stop();
+//
+// Each client connection is a session: its reservations and read pins end when it closes, or
+// when their lease (`lease`) passes without a Release.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "openlake/export.h"
+#include "openlake/io/reactor.h"
+#include "openlake/kv/types.h"
+#include "openlake/metrics.h"
+
+namespace openlake::kv {
+
+struct KvServiceOptions {
+  // "host:port"; empty: no TCP listener. Beyond loopback requires `secret`.
+  std::string tcp_address = "127.0.0.1:9400";
+  // Path of the Unix socket; empty: none (then no client can map the slab). Its folder is
+  // created owner-only if missing; the socket itself is 0600.
+  std::string unix_socket;
+  uint64_t slab_bytes = 1ull << 30;
+  uint64_t segment_bytes = 64ull << 20;
+  absl::Duration lease = absl::Seconds(60);
+  std::string secret;
+  unsigned reactor = 0;  // the reactor that owns the pool
+  uint32_t max_frame_bytes = 64u << 20;
+};
+
+class OL_EXPORT KvService {
+ public:
+  // Creates the slab, then starts serving on reactor `options.reactor` of `runtime` (which must
+  // be running). Call from a thread that is not one of its reactors.
+  static absl::StatusOr<std::unique_ptr<KvService>> Start(io::Runtime& runtime,
+                                                          KvServiceOptions options);
+  ~KvService();  // Stop()
+
+  // Closes the listeners and every session. Idempotent; not from a reactor thread.
+  void Stop();
+
+  // Where it listens ("127.0.0.1:9400" with the real port; "" when not listening).
+  const std::string& tcp_address() const { return tcp_address_; }
+  const std::string& unix_socket() const { return unix_socket_; }
+  uint64_t slab_bytes() const { return slab_bytes_; }
+
+  // A snapshot of the pool's figures (runs on the pool's reactor).
+  absl::StatusOr<PoolStats> Stats();
+  // Per-method latency histograms ("kv_<method>_us") and connection counters.
+  MetricsSnapshot Metrics() const;
+
+ private:
+  class Impl;
+  KvService() = default;
+  io::Runtime* runtime_ = nullptr;
+  unsigned reactor_ = 0;
+  std::shared_ptr<Impl> impl_;
+  std::string tcp_address_;
+  std::string unix_socket_;
+  uint64_t slab_bytes_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace openlake::kv

@@ -1,0 +1,125 @@
+// File: openlake/kv/types.h
+//
+// Value types of the KV pool shared by its client and its service.
+//
+// A namespace holds the blocks of one model shard: it is opened with a name, a block size and
+// a LayoutFingerprint describing how the engine lays a block out (model, dtype, heads, head
+// size, tokens per block, layout, TP/PP rank). Opening an existing name with a different
+// fingerprint or block size is refused with a message that names the fields that differ, so
+// two engines can never read each other's bytes as their own.
+//
+// A key is the engine's block hash (vLLM's prefix-chained hash), up to 32 bytes, scoped by the
+// namespace.
+//
+//   kv::LayoutFingerprint fp;
+//   fp.model = "meta-llama/Llama-3.1-8B"; fp.dtype = "bfloat16"; fp.num_layers = 32;
+//   fp.num_kv_heads = 8; fp.head_size = 128; fp.block_tokens = 16; fp.layout = "NHD";
+//   kv::BlockKey key(hash_bytes);  // REQUIRES: hash_bytes.size() <= 32
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "openlake/export.h"
+
+namespace openlake::kv {
+
+inline constexpr size_t kMaxKeyBytes = 32;
+// Block sizes a namespace may declare.
+inline constexpr uint32_t kMinBlockBytes = 64;
+
+class BlockKey {
+ public:
+  BlockKey() = default;
+  // Takes the first kMaxKeyBytes bytes of `bytes` (callers pass at most that many).
+  explicit BlockKey(std::string_view bytes) {
+    len_ = static_cast<uint8_t>(bytes.size() < kMaxKeyBytes ? bytes.size() : kMaxKeyBytes);
+    std::memcpy(bytes_.data(), bytes.data(), len_);
+  }
+  std::string_view bytes() const {
+    return std::string_view(reinterpret_cast<const char*>(bytes_.data()), len_);
+  }
+  size_t size() const { return len_; }
+  bool empty() const { return len_ == 0; }
+  friend bool operator==(const BlockKey& a, const BlockKey& b) { return a.bytes() == b.bytes(); }
+
+ private:
+  std::array<uint8_t, kMaxKeyBytes> bytes_{};
+  uint8_t len_ = 0;
+};
+
+struct LayoutFingerprint {
+  std::string model;
+  std::string dtype;
+  std::string layout;  // e.g. "NHD", "HND", "MLA", "[B,H,N,C]"
+  uint32_t num_layers = 0;
+  uint32_t num_kv_heads = 0;
+  uint32_t head_size = 0;
+  uint32_t block_tokens = 0;
+  uint32_t tp_rank = 0;
+  uint32_t tp_size = 1;
+  uint32_t pp_rank = 0;
+  uint32_t pp_size = 1;
+  std::string extra;  // anything else the engine wants to pin down
+
+  // "model=... dtype=... layers=32 ...": every field, for messages.
+  OL_EXPORT std::string Describe() const;
+  // Stable 64-bit digest of every field (CRC-64 of a canonical encoding).
+  OL_EXPORT uint64_t Digest() const;
+  // The fields that differ from `other`, as "dtype: float16 vs bfloat16; ..."; empty if none.
+  OL_EXPORT std::string Diff(const LayoutFingerprint& other) const;
+  friend bool operator==(const LayoutFingerprint&, const LayoutFingerprint&) = default;
+};
+
+// An open namespace, as the client holds it. Every request names it by id and carries the
+// digest; a digest that no longer matches (the namespace was re-created) is refused.
+struct Namespace {
+  uint32_t id = 0;
+  uint64_t digest = 0;
+  std::string name;
+  uint32_t block_bytes = 0;
+  uint64_t slot_bytes = 0;  // block_bytes rounded up to the slot alignment
+};
+
+struct NamespaceStats {
+  std::string name;
+  uint32_t id = 0;
+  uint32_t block_bytes = 0;
+  uint64_t blocks = 0;  // committed, visible
+  std::string fingerprint;
+};
+
+struct PoolStats {
+  uint64_t capacity_bytes = 0;  // slab size
+  uint64_t segment_bytes = 0;
+  uint32_t segments_total = 0;
+  uint32_t segments_used = 0;
+  uint64_t used_bytes = 0;      // committed blocks × their slot size
+  uint64_t committed_blocks = 0;
+  uint64_t reserved_slots = 0;
+  uint64_t pinned_slots = 0;
+  uint64_t namespaces = 0;
+  uint64_t sessions = 0;
+  // Counters since start.
+  uint64_t lookups = 0;        // Lookup calls
+  uint64_t lookup_keys = 0;
+  uint64_t hits = 0;           // keys found by Lookup
+  uint64_t misses = 0;         // first missing key of each Lookup plus the keys after it
+  uint64_t commits = 0;        // blocks committed
+  uint64_t evictions = 0;
+  uint64_t expired_reservations = 0;
+  uint64_t expired_pins = 0;
+  uint64_t reserve_failures = 0;  // Reserve answered ResourceExhausted
+  uint64_t bytes_in = 0;          // committed block bytes
+  uint64_t bytes_out = 0;         // block bytes handed to Lookup
+  double hit_rate() const {
+    return lookup_keys ? static_cast<double>(hits) / static_cast<double>(lookup_keys) : 0.0;
+  }
+  std::vector<NamespaceStats> per_namespace;
+};
+
+}  // namespace openlake::kv

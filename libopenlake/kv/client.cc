@@ -1,0 +1,382 @@
+#include "openlake/kv/client.h"
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "common/strings.h"
+#include "kv/layout.h"
+#include "kv/slab.h"
+#include "kv/wire.h"
+#include "openlake/checksum.h"
+#include "openlake/log.h"
+#include "openlake/net/rpc.h"
+#include "openlake/status.h"
+
+namespace openlake::kv {
+
+class Client::Impl {
+ public:
+  std::unique_ptr<net::RpcClient> rpc;
+  std::unique_ptr<SlabMapping> slab;
+  wire::AttachResponse attach;
+  ClientOptions options;
+
+  template <typename Resp>
+  absl::StatusOr<Resp> Call(wire::Method m, const google::protobuf::MessageLite& req) {
+    std::string payload;
+    if (!req.SerializeToString(&payload)) return absl::InternalError("could not encode request");
+    OL_ASSIGN_OR_RETURN(net::RpcClient::Response r, rpc->Call(m, payload, options.call_timeout));
+    if (r.fd >= 0) close(r.fd);
+    Resp resp;
+    OL_RETURN_IF_ERROR(wire::Parse(r.payload, &resp));
+    return resp;
+  }
+
+  absl::Status NeedSlab() const {
+    if (slab) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        "this client has not mapped the KV slab (it is not on the daemon's host, or connected "
+        "without its Unix socket); only control calls are possible");
+  }
+
+  static void SetRef(const Namespace& ns, wire::NsRef* out) {
+    out->set_id(ns.id);
+    out->set_digest(ns.digest);
+  }
+
+  const layout::SlotHeader* SlotHeaderOf(uint64_t slot) const {
+    const layout::SlabHeader& h = slab->header();
+    const auto seg = static_cast<uint32_t>(slot >> 32);
+    const auto idx = static_cast<uint32_t>(slot);
+    if (seg >= h.segment_count) return nullptr;
+    std::byte* base = layout::SegmentBase(slab->base(), h, seg);
+    const auto* sh = reinterpret_cast<const layout::SegmentHeader*>(base);
+    if (idx >= sh->slot_count) return nullptr;
+    return reinterpret_cast<const layout::SlotHeader*>(sh + 1) + idx;
+  }
+
+  // Offset and length of a block inside the mapped slab, bounds-checked.
+  absl::StatusOr<std::byte*> BlockAt(uint64_t offset, uint64_t len) const {
+    if (offset > slab->size() || len > slab->size() - offset) {
+      return absl::InternalError(StrCat("daemon answered an offset outside the slab: ", offset));
+    }
+    return static_cast<std::byte*>(slab->base()) + offset;
+  }
+};
+
+namespace {
+
+absl::StatusOr<std::unique_ptr<net::RpcClient>> Dial(std::string_view address,
+                                                     const ClientOptions& o) {
+  OL_ASSIGN_OR_RETURN(io::SocketAddress addr, io::SocketAddress::Parse(address));
+  net::RpcClientOptions ro;
+  ro.secret = o.secret;
+  ro.connect_timeout = o.connect_timeout;
+  ro.call_timeout = o.call_timeout;
+  return net::RpcClient::Connect(addr, ro);
+}
+
+// Attach over `rpc`; returns the answer and, if one came, the slab descriptor.
+absl::StatusOr<std::pair<wire::AttachResponse, int>> AttachOver(net::RpcClient& rpc, bool want,
+                                                                absl::Duration timeout) {
+  wire::AttachRequest req;
+  req.set_want_slab(want);
+  std::string payload;
+  req.SerializeToString(&payload);
+  OL_ASSIGN_OR_RETURN(net::RpcClient::Response r, rpc.Call(wire::kAttach, payload, timeout));
+  wire::AttachResponse resp;
+  if (absl::Status st = wire::Parse(r.payload, &resp); !st.ok()) {
+    if (r.fd >= 0) close(r.fd);
+    return st;
+  }
+  return std::make_pair(std::move(resp), r.fd);
+}
+
+}  // namespace
+
+Client::Client(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)),
+      lease_(absl::Milliseconds(static_cast<int64_t>(impl_->attach.lease_ms()))) {}
+
+Client::~Client() = default;
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(std::string_view address,
+                                                        ClientOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  const bool is_unix = address.substr(0, 5) == "unix:";
+  OL_ASSIGN_OR_RETURN(impl->rpc, Dial(address, options));
+  OL_ASSIGN_OR_RETURN(auto first,
+                      AttachOver(*impl->rpc, is_unix && options.map_slab, options.call_timeout));
+  impl->attach = first.first;
+  int fd = first.second;
+
+  if (!is_unix && options.map_slab && !impl->attach.unix_socket().empty()) {
+    // The daemon has a Unix socket: if we can reach it, and it is the same daemon (same slab
+    // instance), move there and take the slab.
+    auto local = Dial(StrCat("unix:", impl->attach.unix_socket()), options);
+    if (local.ok()) {
+      auto second = AttachOver(**local, true, options.call_timeout);
+      if (second.ok() && second->first.instance_id() == impl->attach.instance_id()) {
+        impl->rpc = std::move(*local);
+        impl->attach = second->first;
+        fd = second->second;
+      } else if (second.ok() && second->second >= 0) {
+        close(second->second);
+      }
+    }
+  }
+  if (fd >= 0) {
+    OL_ASSIGN_OR_RETURN(impl->slab, SlabMapping::Attach(fd));
+    if (impl->slab->header().instance_id != impl->attach.instance_id()) {
+      return absl::InternalError("the slab passed by the daemon is not the one it announced");
+    }
+  }
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+std::byte* Client::slab_base() const {
+  return impl_->slab ? static_cast<std::byte*>(impl_->slab->base()) : nullptr;
+}
+uint64_t Client::slab_bytes() const { return impl_->slab ? impl_->slab->size() : 0; }
+const std::string& Client::server_version() const { return impl_->attach.version(); }
+
+absl::StatusOr<Namespace> Client::OpenNamespace(std::string_view name, const LayoutFingerprint& fp,
+                                                uint32_t block_bytes) {
+  wire::OpenNamespaceRequest req;
+  req.set_name(std::string(name));
+  wire::ToWire(fp, req.mutable_fingerprint());
+  req.set_block_bytes(block_bytes);
+  OL_ASSIGN_OR_RETURN(auto resp,
+                      impl_->Call<wire::OpenNamespaceResponse>(wire::kOpenNamespace, req));
+  Namespace ns;
+  ns.id = resp.id();
+  ns.digest = resp.digest();
+  ns.name = std::string(name);
+  ns.block_bytes = resp.block_bytes();
+  ns.slot_bytes = resp.slot_bytes();
+  if (ns.digest != fp.Digest()) {
+    return absl::InternalError("daemon computed another fingerprint digest (version skew?)");
+  }
+  return ns;
+}
+
+absl::StatusOr<std::vector<SlotGrant>> Client::Reserve(const Namespace& ns, uint32_t count,
+                                                       bool allow_partial) {
+  wire::ReserveRequest req;
+  Impl::SetRef(ns, req.mutable_ns());
+  req.set_count(count);
+  req.set_allow_partial(allow_partial);
+  OL_ASSIGN_OR_RETURN(auto resp, impl_->Call<wire::ReserveResponse>(wire::kReserve, req));
+  if (resp.offsets_size() != resp.slots_size() || resp.generations_size() != resp.slots_size() ||
+      static_cast<uint32_t>(resp.slots_size()) > count) {
+    return absl::InternalError("malformed Reserve answer");
+  }
+  std::vector<SlotGrant> out(static_cast<size_t>(resp.slots_size()));
+  for (int i = 0; i < resp.slots_size(); ++i) {
+    out[i] = SlotGrant{resp.slots(i), resp.offsets(i), resp.generations(i)};
+  }
+  return out;
+}
+
+absl::Status Client::Commit(const Namespace& ns, absl::Span<const CommitEntry> entries) {
+  wire::CommitRequest req;
+  Impl::SetRef(ns, req.mutable_ns());
+  std::vector<BlockKey> keys;
+  keys.reserve(entries.size());
+  for (const CommitEntry& e : entries) {
+    keys.push_back(e.key);
+    req.add_slots(e.slot);
+    req.add_checksums(e.checksum);
+    req.add_depths(e.depth);
+  }
+  uint32_t key_len = 0;
+  OL_RETURN_IF_ERROR(wire::PackKeys(keys.data(), keys.size(), req.mutable_keys(), &key_len));
+  req.set_key_len(key_len);
+  return impl_->Call<wire::CommitResponse>(wire::kCommit, req).status();
+}
+
+absl::StatusOr<std::vector<SlotHit>> Client::Lookup(const Namespace& ns,
+                                                    absl::Span<const BlockKey> keys) {
+  wire::LookupRequest req;
+  Impl::SetRef(ns, req.mutable_ns());
+  uint32_t key_len = 0;
+  OL_RETURN_IF_ERROR(wire::PackKeys(keys.data(), keys.size(), req.mutable_keys(), &key_len));
+  req.set_key_len(key_len);
+  OL_ASSIGN_OR_RETURN(auto resp, impl_->Call<wire::LookupResponse>(wire::kLookup, req));
+  const int n = resp.slots_size();
+  if (resp.offsets_size() != n || resp.generations_size() != n || resp.checksums_size() != n ||
+      static_cast<size_t>(n) > keys.size()) {
+    return absl::InternalError("malformed Lookup answer");
+  }
+  std::vector<SlotHit> out(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    out[i] = SlotHit{resp.slots(i), resp.offsets(i), resp.generations(i), resp.checksums(i)};
+  }
+  return out;
+}
+
+absl::Status Client::Release(absl::Span<const uint64_t> pinned, absl::Span<const uint64_t> reserved,
+                             bool wait) {
+  if (pinned.empty() && reserved.empty()) return absl::OkStatus();
+  wire::ReleaseRequest req;
+  req.mutable_pinned()->Add(pinned.begin(), pinned.end());
+  req.mutable_reserved()->Add(reserved.begin(), reserved.end());
+  if (!wait) {
+    std::string payload;
+    req.SerializeToString(&payload);
+    return impl_->rpc->Notify(wire::kRelease, payload);
+  }
+  return impl_->Call<wire::ReleaseResponse>(wire::kRelease, req).status();
+}
+
+bool Client::StillValid(const SlotHit& hit) const {
+  if (!impl_->slab) return false;
+  const layout::SlotHeader* h = impl_->SlotHeaderOf(hit.slot);
+  // Acquire: pairs with the daemon's release store when it hands the slot out again.
+  return h != nullptr && h->generation.load(std::memory_order_acquire) == hit.generation;
+}
+
+absl::StatusOr<PutResult> Client::Put(const Namespace& ns, absl::Span<const BlockKey> keys,
+                                      absl::Span<const std::vector<ConstPiece>> blocks,
+                                      const PutOptions& options) {
+  OL_RETURN_IF_ERROR(impl_->NeedSlab());
+  if (keys.size() != blocks.size()) {
+    return absl::InvalidArgumentError(
+        StrCat("Put: ", keys.size(), " keys but ", blocks.size(), " blocks"));
+  }
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    size_t total = 0;
+    for (const ConstPiece& p : blocks[i]) total += p.len;
+    if (total != ns.block_bytes) {
+      return absl::InvalidArgumentError(StrCat("Put: block ", i, " has ", total,
+                                               " bytes; namespace '", ns.name, "' stores ",
+                                               ns.block_bytes));
+    }
+  }
+  if (keys.empty()) return PutResult{};
+  OL_ASSIGN_OR_RETURN(std::vector<SlotGrant> grants,
+                      Reserve(ns, static_cast<uint32_t>(keys.size()), /*allow_partial=*/true));
+  std::vector<CommitEntry> entries(grants.size());
+  std::vector<uint64_t> reserved;
+  for (size_t i = 0; i < grants.size(); ++i) {
+    auto dst = impl_->BlockAt(grants[i].offset, ns.block_bytes);
+    if (!dst.ok()) {
+      for (const SlotGrant& g : grants) reserved.push_back(g.slot);
+      (void)Release({}, reserved);
+      return dst.status();
+    }
+    std::byte* d = *dst;
+    uint64_t crc = 0;
+    for (const ConstPiece& p : blocks[i]) {
+      crc = CopyWithCrc64(d, p.data, p.len, crc);
+      d += p.len;
+    }
+    entries[i] = CommitEntry{grants[i].slot, keys[i], crc,
+                             options.first_depth + static_cast<uint32_t>(i)};
+  }
+  if (absl::Status st = Commit(ns, entries); !st.ok()) {
+    for (const SlotGrant& g : grants) reserved.push_back(g.slot);
+    (void)Release({}, reserved, /*wait=*/false);
+    return st;
+  }
+  return PutResult{grants.size()};
+}
+
+absl::StatusOr<PutResult> Client::Put(const Namespace& ns, absl::Span<const BlockKey> keys,
+                                      absl::Span<const void* const> blocks,
+                                      const PutOptions& options) {
+  std::vector<std::vector<ConstPiece>> pieces(blocks.size());
+  for (size_t i = 0; i < blocks.size(); ++i) pieces[i] = {ConstPiece{blocks[i], ns.block_bytes}};
+  return Put(ns, keys, pieces, options);
+}
+
+absl::StatusOr<GetResult> Client::Get(const Namespace& ns, absl::Span<const BlockKey> keys,
+                                      absl::Span<const std::vector<Piece>> blocks) {
+  OL_RETURN_IF_ERROR(impl_->NeedSlab());
+  if (keys.size() != blocks.size()) {
+    return absl::InvalidArgumentError(
+        StrCat("Get: ", keys.size(), " keys but ", blocks.size(), " buffers"));
+  }
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    size_t total = 0;
+    for (const Piece& p : blocks[i]) total += p.len;
+    if (total != ns.block_bytes) {
+      return absl::InvalidArgumentError(StrCat("Get: buffer ", i, " has ", total,
+                                               " bytes; namespace '", ns.name, "' stores ",
+                                               ns.block_bytes));
+    }
+  }
+  GetResult result;
+  result.state.assign(keys.size(), BlockState::kMissing);
+  if (keys.empty()) return result;
+  OL_ASSIGN_OR_RETURN(std::vector<SlotHit> hits, Lookup(ns, keys));
+  std::vector<uint64_t> pinned;
+  pinned.reserve(hits.size());
+  bool prefix = true;
+  for (size_t i = 0; i < hits.size(); ++i) {
+    pinned.push_back(hits[i].slot);
+    auto src = impl_->BlockAt(hits[i].offset, ns.block_bytes);
+    if (!src.ok()) {
+      result.state[i] = BlockState::kCorrupt;
+      prefix = false;
+      continue;
+    }
+    const std::byte* s = *src;
+    uint64_t crc = 0;
+    for (const Piece& p : blocks[i]) {
+      crc = CopyWithCrc64(p.data, s, p.len, crc);
+      s += p.len;
+    }
+    const bool ok = crc == hits[i].checksum && StillValid(hits[i]);
+    result.state[i] = ok ? BlockState::kLoaded : BlockState::kCorrupt;
+    if (!ok) {
+      OL_LOG_EVERY_N_SEC(kWarning, 5) << "KV block " << i << " of namespace '" << ns.name
+                                      << "' failed verification; not served";
+    }
+    if (ok && prefix) ++result.loaded;
+    else prefix = false;
+  }
+  // The answer is read by the next call; releasing never delays this one.
+  if (absl::Status st = Release(pinned, {}, /*wait=*/false); !st.ok()) {
+    OL_LOG_EVERY_N_SEC(kWarning, 5) << "releasing KV pins: " << st.message();
+  }
+  return result;
+}
+
+absl::StatusOr<GetResult> Client::Get(const Namespace& ns, absl::Span<const BlockKey> keys,
+                                      absl::Span<void* const> blocks) {
+  std::vector<std::vector<Piece>> pieces(blocks.size());
+  for (size_t i = 0; i < blocks.size(); ++i) pieces[i] = {Piece{blocks[i], ns.block_bytes}};
+  return Get(ns, keys, pieces);
+}
+
+absl::StatusOr<ExistsResult> Client::Exists(const Namespace& ns, absl::Span<const BlockKey> keys) {
+  wire::ExistsRequest req;
+  Impl::SetRef(ns, req.mutable_ns());
+  uint32_t key_len = 0;
+  OL_RETURN_IF_ERROR(wire::PackKeys(keys.data(), keys.size(), req.mutable_keys(), &key_len));
+  req.set_key_len(key_len);
+  OL_ASSIGN_OR_RETURN(auto resp, impl_->Call<wire::ExistsResponse>(wire::kExists, req));
+  if (resp.present().size() != keys.size()) return absl::InternalError("malformed Exists answer");
+  ExistsResult r;
+  r.prefix = resp.prefix();
+  r.present.resize(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) r.present[i] = resp.present()[i] != 0;
+  return r;
+}
+
+absl::Status Client::Reset(const Namespace& ns) {
+  wire::ResetRequest req;
+  Impl::SetRef(ns, req.mutable_ns());
+  return impl_->Call<wire::ResetResponse>(wire::kReset, req).status();
+}
+
+absl::StatusOr<PoolStats> Client::Stats() {
+  OL_ASSIGN_OR_RETURN(auto resp,
+                      impl_->Call<wire::StatsResponse>(wire::kStats, wire::StatsRequest()));
+  return wire::FromWire(resp);
+}
+
+}  // namespace openlake::kv

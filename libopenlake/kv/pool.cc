@@ -1,0 +1,685 @@
+#include "kv/pool.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/strings.h"
+#include "openlake/log.h"
+#include "openlake/status.h"
+
+namespace openlake::kv {
+
+using layout::SlotHeader;
+
+Pool::Pool(void* slab, PoolOptions options)
+    : options_(options), base_(slab), header_(layout::Header(slab)) {
+  segments_.resize(header_->segment_count);
+  for (uint32_t i = header_->segment_count; i-- > 0;) free_segments_.push_back(i);
+  if (options_.evict_sample == 0) options_.evict_sample = 1;
+}
+
+Pool::SlotMeta* Pool::Meta(uint64_t slot) {
+  const uint32_t seg = SegOf(slot);
+  const uint32_t idx = IdxOf(slot);
+  if (seg >= segments_.size() || idx >= segments_[seg].slots.size()) return nullptr;
+  return &segments_[seg].slots[idx];
+}
+
+const Pool::SlotMeta* Pool::Meta(uint64_t slot) const {
+  return const_cast<Pool*>(this)->Meta(slot);
+}
+
+SlotHeader* Pool::Shm(uint64_t slot) {
+  std::byte* seg = layout::SegmentBase(base_, *header_, SegOf(slot));
+  return reinterpret_cast<SlotHeader*>(seg + sizeof(layout::SegmentHeader)) + IdxOf(slot);
+}
+
+uint64_t Pool::OffsetOf(uint64_t slot) const {
+  const Segment& s = segments_[SegOf(slot)];
+  return s.data_offset + uint64_t{IdxOf(slot)} * s.slot_bytes;
+}
+
+// ---- Namespaces ------------------------------------------------------------------------------
+
+absl::StatusOr<Namespace> Pool::OpenNamespace(std::string_view name, const LayoutFingerprint& fp,
+                                              uint32_t block_bytes) {
+  if (name.empty() || name.size() > 256) {
+    return absl::InvalidArgumentError("namespace name must be 1..256 bytes");
+  }
+  if (block_bytes < kMinBlockBytes) {
+    return absl::InvalidArgumentError(
+        StrCat("block size ", block_bytes, " is below the minimum of ", kMinBlockBytes));
+  }
+  const uint64_t slot_bytes = layout::SlotBytesFor(block_bytes);
+  if (layout::SlotsPerSegment(header_->segment_bytes, slot_bytes) == 0) {
+    return absl::InvalidArgumentError(StrCat("block size ", block_bytes,
+                                             " does not fit a slab segment of ",
+                                             header_->segment_bytes, " bytes"));
+  }
+  if (auto it = ns_by_name_.find(std::string(name)); it != ns_by_name_.end()) {
+    const NamespaceState& st = namespaces_.at(it->second);
+    if (st.fp != fp) {
+      return absl::FailedPreconditionError(
+          StrCat("namespace '", name, "' exists with another layout fingerprint (", fp.Diff(st.fp),
+                 "); a different model or layout must use its own namespace"));
+    }
+    if (st.ns.block_bytes != block_bytes) {
+      return absl::FailedPreconditionError(StrCat("namespace '", name, "' has blocks of ",
+                                                  st.ns.block_bytes, " bytes, not ", block_bytes));
+    }
+    return st.ns;
+  }
+  NamespaceState st;
+  st.ns.id = next_ns_id_++;
+  st.ns.digest = fp.Digest();
+  st.ns.name = std::string(name);
+  st.ns.block_bytes = block_bytes;
+  st.ns.slot_bytes = slot_bytes;
+  st.fp = fp;
+  st.cls = ClassFor(slot_bytes);
+  ns_by_name_.emplace(st.ns.name, st.ns.id);
+  Namespace out = st.ns;
+  namespaces_.emplace(out.id, std::move(st));
+  return out;
+}
+
+absl::StatusOr<Pool::NamespaceState*> Pool::Check(NsRef ref) {
+  auto it = namespaces_.find(ref.id);
+  if (it == namespaces_.end()) {
+    return absl::NotFoundError(StrCat("no namespace with id ", ref.id, "; open it first"));
+  }
+  if (it->second.ns.digest != ref.digest) {
+    return absl::FailedPreconditionError(
+        StrCat("layout fingerprint mismatch for namespace '", it->second.ns.name,
+               "': the request's digest ", absl::Hex(ref.digest), " is not the namespace's ",
+               absl::Hex(it->second.ns.digest), " (", it->second.fp.Describe(), ")"));
+  }
+  return &it->second;
+}
+
+absl::StatusOr<const Pool::NamespaceState*> Pool::Check(NsRef ref) const {
+  OL_ASSIGN_OR_RETURN(NamespaceState * st, const_cast<Pool*>(this)->Check(ref));
+  return st;
+}
+
+int32_t Pool::ClassFor(uint64_t slot_bytes) {
+  for (size_t i = 0; i < classes_.size(); ++i) {
+    if (classes_[i].slot_bytes == slot_bytes) return static_cast<int32_t>(i);
+  }
+  SizeClass c;
+  c.slot_bytes = slot_bytes;
+  c.slots_per_segment = layout::SlotsPerSegment(header_->segment_bytes, slot_bytes);
+  classes_.push_back(std::move(c));
+  return static_cast<int32_t>(classes_.size() - 1);
+}
+
+// ---- Segments and slots ------------------------------------------------------------------------
+
+void Pool::FormatSegment(uint32_t seg, int32_t cls) {
+  SizeClass& c = classes_[cls];
+  Segment& s = segments_[seg];
+  s.cls = cls;
+  s.slot_count = c.slots_per_segment;
+  s.slot_bytes = c.slot_bytes;
+  const uint64_t seg_off = header_->segments_offset + uint64_t{seg} * header_->segment_bytes;
+  s.data_offset = seg_off + layout::SegmentHeaderBytes(s.slot_count);
+  // Generations continue past every earlier format, so a stale (slot, generation) pair from a
+  // reader whose lease lapsed never matches again.
+  uint64_t gen_base = 0;
+  for (const SlotMeta& old : s.slots) gen_base = std::max(gen_base, old.generation + 1);
+  s.slots.assign(s.slot_count, SlotMeta{});
+  s.free.clear();
+  for (uint32_t i = s.slot_count; i-- > 0;) s.free.push_back(i);
+  s.busy = 0;
+  s.touch = 0;
+  auto* sh = reinterpret_cast<layout::SegmentHeader*>(layout::SegmentBase(base_, *header_, seg));
+  sh->magic = layout::kSegmentMagic;
+  sh->slot_count = s.slot_count;
+  sh->slot_bytes = s.slot_bytes;
+  sh->data_offset = s.data_offset - seg_off;
+  sh->format_count.fetch_add(1, std::memory_order_release);
+  auto* slots = reinterpret_cast<SlotHeader*>(sh + 1);
+  for (uint32_t i = 0; i < s.slot_count; ++i) {
+    s.slots[i].generation = gen_base;
+    slots[i].generation.store(gen_base, std::memory_order_relaxed);
+    slots[i].state = layout::kSlotFree;
+    slots[i].key_len = 0;
+  }
+  c.segments.push_back(seg);
+  c.with_free.push_back(seg);
+  s.listed = true;
+}
+
+void Pool::ReleaseSegment(uint32_t seg) {
+  Segment& s = segments_[seg];
+  SizeClass& c = classes_[s.cls];
+  c.segments.erase(std::find(c.segments.begin(), c.segments.end(), seg));
+  s.cls = -1;
+  s.free.clear();
+  s.listed = false;
+  auto* sh = reinterpret_cast<layout::SegmentHeader*>(layout::SegmentBase(base_, *header_, seg));
+  sh->magic = 0;
+  free_segments_.push_back(seg);
+}
+
+uint64_t Pool::PopFree(int32_t cls) {
+  SizeClass& c = classes_[cls];
+  while (!c.with_free.empty()) {
+    const uint32_t seg = c.with_free.back();
+    Segment& s = segments_[seg];
+    if (s.cls != cls || s.free.empty()) {
+      c.with_free.pop_back();
+      if (s.cls == cls) s.listed = false;
+      continue;
+    }
+    const uint32_t idx = s.free.back();
+    s.free.pop_back();
+    return SlotId(seg, idx);
+  }
+  return kNil;
+}
+
+uint64_t Pool::AcquireSlot(int32_t cls) {
+  // Each step that frees room guarantees the next pass finds a free slot or a free segment.
+  for (int pass = 0; pass < 4; ++pass) {
+    // 1. A free slot in a segment of this class.
+    if (uint64_t slot = PopFree(cls); slot != kNil) return slot;
+    // 2. A free segment.
+    if (!free_segments_.empty()) {
+      const uint32_t seg = free_segments_.back();
+      free_segments_.pop_back();
+      FormatSegment(seg, cls);
+      continue;
+    }
+    // 3. Evict within the class; 4. reclaim the coldest wholly evictable segment of another.
+    if (!EvictOne(cls) && !ReclaimSegment(cls)) return kNil;
+  }
+  return kNil;
+}
+
+bool Pool::EvictOne(int32_t cls) {
+  SizeClass& c = classes_[cls];
+  uint64_t victim = kNil;
+  uint32_t best_depth = 0;
+  uint64_t cur = c.lru_head;
+  for (uint32_t n = 0; n < options_.evict_sample && cur != kNil; ++n) {
+    const SlotMeta* m = Meta(cur);
+    if (victim == kNil || m->depth > best_depth) {
+      victim = cur;
+      best_depth = m->depth;
+    }
+    cur = m->lru_next;
+  }
+  if (victim == kNil) return false;
+  ++counters_.evictions;
+  Unbind(victim);  // unpinned (it was in the LRU), so the slot is free now
+  return true;
+}
+
+bool Pool::ReclaimSegment(int32_t cls) {
+  int64_t best = -1;
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    const Segment& s = segments_[i];
+    if (s.cls < 0 || s.cls == cls || s.busy != 0) continue;
+    if (best < 0 || s.touch < segments_[best].touch) best = i;
+  }
+  if (best < 0) return false;
+  const auto seg = static_cast<uint32_t>(best);
+  Segment& s = segments_[seg];
+  for (uint32_t i = 0; i < s.slot_count && s.cls >= 0; ++i) {
+    if (s.slots[i].state == State::kCommitted) {
+      ++counters_.evictions;
+      Unbind(SlotId(seg, i));  // the last one releases the segment to free_segments_
+    }
+  }
+  OL_CHECK(s.cls == -1) << "reclaimed segment " << seg << " still assigned";
+  return true;
+}
+
+void Pool::FreeSlot(uint64_t slot) {
+  SlotMeta* m = Meta(slot);
+  m->state = State::kFree;
+  m->pins = 0;
+  m->session = 0;
+  Shm(slot)->state = layout::kSlotFree;
+  Segment& s = segments_[SegOf(slot)];
+  s.free.push_back(IdxOf(slot));
+  if (s.free.size() == s.slot_count) {
+    ReleaseSegment(SegOf(slot));
+    return;
+  }
+  if (!s.listed) {
+    classes_[s.cls].with_free.push_back(SegOf(slot));
+    s.listed = true;
+  }
+}
+
+void Pool::Unbind(uint64_t slot) {
+  SlotMeta* m = Meta(slot);
+  OL_DCHECK(m->state == State::kCommitted);
+  index_.erase(IndexKey{m->ns, m->key});
+  if (auto it = namespaces_.find(m->ns); it != namespaces_.end()) --it->second.blocks;
+  --counters_.committed_blocks;
+  Shm(slot)->state = layout::kSlotFree;
+  if (m->in_lru) LruRemove(slot);
+  if (m->pins > 0) {
+    m->state = State::kOrphan;  // readers keep it until they release
+  } else {
+    FreeSlot(slot);
+  }
+}
+
+void Pool::LruRemove(uint64_t slot) {
+  SlotMeta* m = Meta(slot);
+  SizeClass& c = classes_[segments_[SegOf(slot)].cls];
+  if (m->lru_prev != kNil) Meta(m->lru_prev)->lru_next = m->lru_next;
+  else c.lru_head = m->lru_next;
+  if (m->lru_next != kNil) Meta(m->lru_next)->lru_prev = m->lru_prev;
+  else c.lru_tail = m->lru_prev;
+  m->lru_prev = m->lru_next = kNil;
+  m->in_lru = false;
+  --c.lru_size;
+}
+
+void Pool::LruPushTail(uint64_t slot) {
+  SlotMeta* m = Meta(slot);
+  SizeClass& c = classes_[segments_[SegOf(slot)].cls];
+  m->lru_prev = c.lru_tail;
+  m->lru_next = kNil;
+  if (c.lru_tail != kNil) Meta(c.lru_tail)->lru_next = slot;
+  else c.lru_head = slot;
+  c.lru_tail = slot;
+  m->in_lru = true;
+  ++c.lru_size;
+}
+
+void Pool::TouchSegment(uint64_t slot, uint64_t touch) {
+  Segment& s = segments_[SegOf(slot)];
+  if (touch > s.touch) s.touch = touch;
+}
+
+void Pool::Unpin(uint64_t slot) {
+  SlotMeta* m = Meta(slot);
+  OL_DCHECK(m->pins > 0);
+  if (--m->pins > 0) return;
+  --pinned_;
+  --segments_[SegOf(slot)].busy;
+  if (m->state == State::kCommitted) {
+    LruPushTail(slot);
+  } else if (m->state == State::kOrphan) {
+    FreeSlot(slot);
+  }
+}
+
+// ---- Operations ---------------------------------------------------------------------------------
+
+absl::StatusOr<std::vector<Pool::Grant>> Pool::Reserve(uint64_t session, NsRef ref,
+                                                       uint32_t count, bool allow_partial,
+                                                       int64_t now_ns) {
+  OL_ASSIGN_OR_RETURN(NamespaceState * ns, Check(ref));
+  if (count == 0) return std::vector<Grant>{};
+  const uint64_t max_slots =
+      uint64_t{classes_[ns->cls].slots_per_segment} * header_->segment_count;
+  if (count > max_slots) {
+    return absl::InvalidArgumentError(StrCat("cannot reserve ", count, " slots: the slab holds at most ",
+                                             max_slots, " blocks of this size"));
+  }
+  std::vector<uint64_t> got;
+  got.reserve(count);
+  bool swept = false;
+  while (got.size() < count) {
+    const uint64_t slot = AcquireSlot(ns->cls);
+    if (slot != kNil) {
+      got.push_back(slot);
+      // Mark it at once so eviction and reclaim below cannot take it back.
+      SlotMeta* m = Meta(slot);
+      m->state = State::kReserved;
+      ++segments_[SegOf(slot)].busy;
+      continue;
+    }
+    if (!swept && ExpireLeases(now_ns) > 0) {
+      swept = true;
+      continue;
+    }
+    break;
+  }
+  if (got.size() < count && (!allow_partial || got.empty())) {
+    for (uint64_t slot : got) {
+      --segments_[SegOf(slot)].busy;
+      FreeSlot(slot);
+    }
+    ++counters_.reserve_failures;
+    return absl::ResourceExhaustedError(StrCat(
+        "KV pool full: ", got.size(), " of ", count, " slots of ", ns->ns.slot_bytes,
+        " bytes could be had; every other slot is pinned by readers or reserved by writers"));
+  }
+  Session& sess = sessions_[session];
+  std::vector<Grant> out;
+  out.reserve(got.size());
+  const int64_t deadline = now_ns + options_.lease_ns;
+  for (uint64_t slot : got) {
+    SlotMeta* m = Meta(slot);
+    m->ns = ns->ns.id;
+    m->session = session;
+    m->deadline_ns = deadline;
+    m->pins = 0;
+    m->key = BlockKey();
+    ++m->generation;
+    SlotHeader* h = Shm(slot);
+    h->state = layout::kSlotReserved;
+    h->namespace_id = ns->ns.id;
+    // Release: a reader that sees the new generation sees the slot as no longer theirs.
+    h->generation.store(m->generation, std::memory_order_release);
+    sess.reservations.insert(slot);
+    leases_.push_back(LeaseEntry{deadline, session, slot, false});
+    ++reserved_;
+    out.push_back(Grant{slot, OffsetOf(slot), m->generation});
+  }
+  return out;
+}
+
+absl::Status Pool::Commit(uint64_t session, NsRef ref, absl::Span<const CommitEntry> entries,
+                          int64_t now_ns) {
+  OL_ASSIGN_OR_RETURN(NamespaceState * ns, Check(ref));
+  // Validate everything first: the batch becomes visible whole or not at all.
+  absl::flat_hash_set<uint64_t> seen;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const CommitEntry& e = entries[i];
+    const SlotMeta* m = Meta(e.slot);
+    if (m == nullptr || m->state != State::kReserved || m->session != session) {
+      return absl::FailedPreconditionError(
+          StrCat("commit entry ", i, ": slot ", absl::Hex(e.slot),
+                 " is not reserved by this client (its reservation may have expired or been "
+                 "released); nothing in this batch was committed"));
+    }
+    if (m->ns != ns->ns.id) {
+      return absl::FailedPreconditionError(StrCat("commit entry ", i, ": slot ", absl::Hex(e.slot),
+                                                  " was reserved for another namespace"));
+    }
+    if (m->deadline_ns <= now_ns) {
+      return absl::FailedPreconditionError(
+          StrCat("commit entry ", i, ": the reservation of slot ", absl::Hex(e.slot),
+                 " expired; nothing in this batch was committed"));
+    }
+    if (e.key.empty()) {
+      return absl::InvalidArgumentError(StrCat("commit entry ", i, ": empty key"));
+    }
+    if (!seen.insert(e.slot).second) {
+      return absl::InvalidArgumentError(StrCat("commit entry ", i, ": slot ", absl::Hex(e.slot),
+                                               " appears twice in the batch"));
+    }
+  }
+  Session& sess = sessions_[session];
+  // Last to first, so the chain's first block ends up most recently used.
+  for (size_t i = entries.size(); i-- > 0;) {
+    const CommitEntry& e = entries[i];
+    auto [it, inserted] = index_.try_emplace(IndexKey{ns->ns.id, e.key}, e.slot);
+    if (!inserted) {
+      const uint64_t old = it->second;
+      Unbind(old);  // erases the index entry: insert again
+      index_.emplace(IndexKey{ns->ns.id, e.key}, e.slot);
+    }
+    SlotMeta* m = Meta(e.slot);
+    m->state = State::kCommitted;
+    m->key = e.key;
+    m->checksum = e.checksum;
+    m->depth = e.depth;
+    m->session = 0;
+    m->touch = ++clock_;
+    TouchSegment(e.slot, m->touch);
+    SlotHeader* h = Shm(e.slot);
+    h->checksum = e.checksum;
+    h->length = ns->ns.block_bytes;
+    h->namespace_id = ns->ns.id;
+    h->key_len = static_cast<uint8_t>(e.key.size());
+    std::memcpy(h->key, e.key.bytes().data(), e.key.size());
+    h->state = layout::kSlotCommitted;
+    sess.reservations.erase(e.slot);
+    --reserved_;
+    --segments_[SegOf(e.slot)].busy;
+    LruPushTail(e.slot);
+    ++ns->blocks;
+    ++counters_.committed_blocks;
+    ++counters_.commits;
+    counters_.bytes_in += ns->ns.block_bytes;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Pool::Hit>> Pool::Lookup(uint64_t session, NsRef ref,
+                                                    absl::Span<const BlockKey> keys,
+                                                    int64_t now_ns) {
+  OL_ASSIGN_OR_RETURN(NamespaceState * ns, Check(ref));
+  ++counters_.lookups;
+  counters_.lookup_keys += keys.size();
+  std::vector<Hit> hits;
+  hits.reserve(keys.size());
+  Session& sess = sessions_[session];
+  const int64_t deadline = now_ns + options_.lease_ns;
+  const uint64_t touch = ++clock_;
+  for (const BlockKey& k : keys) {
+    auto it = index_.find(IndexKey{ns->ns.id, k});
+    if (it == index_.end()) break;
+    const uint64_t slot = it->second;
+    SlotMeta* m = Meta(slot);
+    if (m->pins++ == 0) {
+      LruRemove(slot);
+      ++pinned_;
+      ++segments_[SegOf(slot)].busy;
+    }
+    m->touch = touch;
+    TouchSegment(slot, touch);
+    PinLease& pl = sess.pins[slot];
+    ++pl.count;
+    pl.deadline_ns = deadline;
+    leases_.push_back(LeaseEntry{deadline, session, slot, true});
+    hits.push_back(Hit{slot, OffsetOf(slot), m->generation, m->checksum});
+  }
+  counters_.hits += hits.size();
+  counters_.misses += keys.size() - hits.size();
+  counters_.bytes_out += hits.size() * uint64_t{ns->ns.block_bytes};
+  return hits;
+}
+
+absl::Status Pool::Release(uint64_t session, absl::Span<const uint64_t> pinned,
+                           absl::Span<const uint64_t> reserved) {
+  auto sit = sessions_.find(session);
+  size_t unknown = 0;
+  for (uint64_t slot : reserved) {
+    if (sit == sessions_.end() || sit->second.reservations.erase(slot) == 0) {
+      ++unknown;
+      continue;
+    }
+    --reserved_;
+    --segments_[SegOf(slot)].busy;
+    FreeSlot(slot);
+  }
+  for (size_t i = pinned.size(); i-- > 0;) {
+    const uint64_t slot = pinned[i];
+    if (sit == sessions_.end()) {
+      ++unknown;
+      continue;
+    }
+    auto pit = sit->second.pins.find(slot);
+    if (pit == sit->second.pins.end()) {
+      ++unknown;
+      continue;
+    }
+    if (--pit->second.count == 0) sit->second.pins.erase(pit);
+    Unpin(slot);
+  }
+  if (unknown > 0) {
+    return absl::InvalidArgumentError(
+        StrCat(unknown, " released slots were not held by this client (already released, or "
+                        "their lease expired); the others were released"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Pool::ExistsResult> Pool::Exists(NsRef ref, absl::Span<const BlockKey> keys) const {
+  OL_ASSIGN_OR_RETURN(const NamespaceState* ns, Check(ref));
+  ExistsResult r;
+  r.present.resize(keys.size());
+  bool prefix = true;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    r.present[i] = index_.contains(IndexKey{ns->ns.id, keys[i]});
+    if (prefix && r.present[i]) ++r.prefix;
+    else prefix = false;
+  }
+  return r;
+}
+
+absl::Status Pool::Reset(NsRef ref) {
+  OL_ASSIGN_OR_RETURN(NamespaceState * ns, Check(ref));
+  std::vector<uint64_t> victims;
+  for (const auto& [k, slot] : index_) {
+    if (k.ns == ns->ns.id) victims.push_back(slot);
+  }
+  for (uint64_t slot : victims) Unbind(slot);
+  return absl::OkStatus();
+}
+
+void Pool::CloseSession(uint64_t session) {
+  auto it = sessions_.find(session);
+  if (it == sessions_.end()) return;
+  Session sess = std::move(it->second);
+  sessions_.erase(it);
+  for (uint64_t slot : sess.reservations) {
+    --reserved_;
+    --segments_[SegOf(slot)].busy;
+    FreeSlot(slot);
+  }
+  for (const auto& [slot, pl] : sess.pins) {
+    for (uint32_t i = 0; i < pl.count; ++i) Unpin(slot);
+  }
+  // Their lease entries stay in the FIFO and are skipped when they come due.
+}
+
+size_t Pool::ExpireLeases(int64_t now_ns) {
+  size_t ended = 0;
+  while (!leases_.empty() && leases_.front().deadline_ns <= now_ns) {
+    const LeaseEntry e = leases_.front();
+    leases_.pop_front();
+    auto sit = sessions_.find(e.session);
+    if (sit == sessions_.end()) continue;
+    Session& sess = sit->second;
+    if (e.pin) {
+      auto pit = sess.pins.find(e.slot);
+      // Later pins of the same slot pushed the deadline out; only a lapsed one ends.
+      if (pit == sess.pins.end() || pit->second.deadline_ns > now_ns) continue;
+      const uint32_t n = pit->second.count;
+      sess.pins.erase(pit);
+      for (uint32_t i = 0; i < n; ++i) Unpin(e.slot);
+      ++counters_.expired_pins;
+      ++ended;
+    } else {
+      if (!sess.reservations.contains(e.slot)) continue;
+      const SlotMeta* m = Meta(e.slot);
+      if (m->deadline_ns > now_ns) continue;
+      sess.reservations.erase(e.slot);
+      --reserved_;
+      --segments_[SegOf(e.slot)].busy;
+      FreeSlot(e.slot);
+      ++counters_.expired_reservations;
+      ++ended;
+    }
+  }
+  return ended;
+}
+
+PoolStats Pool::Stats() const {
+  PoolStats s = counters_;
+  s.capacity_bytes = header_->total_bytes;
+  s.segment_bytes = header_->segment_bytes;
+  s.segments_total = header_->segment_count;
+  s.segments_used = static_cast<uint32_t>(header_->segment_count - free_segments_.size());
+  s.reserved_slots = reserved_;
+  s.pinned_slots = pinned_;
+  s.namespaces = namespaces_.size();
+  s.sessions = sessions_.size();
+  s.used_bytes = 0;
+  for (const auto& [id, ns] : namespaces_) {
+    s.used_bytes += ns.blocks * ns.ns.slot_bytes;
+    s.per_namespace.push_back(
+        NamespaceStats{ns.ns.name, ns.ns.id, ns.ns.block_bytes, ns.blocks, ns.fp.Describe()});
+  }
+  std::sort(s.per_namespace.begin(), s.per_namespace.end(),
+            [](const NamespaceStats& a, const NamespaceStats& b) { return a.id < b.id; });
+  return s;
+}
+
+absl::Status Pool::CheckInvariants() const {
+  uint64_t committed = 0, reserved = 0, pinned = 0;
+  std::vector<uint64_t> lru_counts(classes_.size(), 0);
+  size_t assigned = 0;
+  for (uint32_t si = 0; si < segments_.size(); ++si) {
+    const Segment& s = segments_[si];
+    if (s.cls < 0) continue;
+    ++assigned;
+    uint32_t busy = 0, free_slots = 0;
+    for (uint32_t i = 0; i < s.slot_count; ++i) {
+      const SlotMeta& m = s.slots[i];
+      const uint64_t id = SlotId(si, i);
+      switch (m.state) {
+        case State::kFree:
+          ++free_slots;
+          if (m.pins != 0 || m.in_lru) return absl::InternalError("free slot pinned or in LRU");
+          break;
+        case State::kReserved:
+          ++reserved;
+          ++busy;
+          if (m.in_lru) return absl::InternalError("reserved slot in LRU");
+          break;
+        case State::kCommitted: {
+          ++committed;
+          auto it = index_.find(IndexKey{m.ns, m.key});
+          if (it == index_.end() || it->second != id) {
+            return absl::InternalError("committed slot missing from the index");
+          }
+          if (m.pins > 0) {
+            ++pinned;
+            ++busy;
+            if (m.in_lru) return absl::InternalError("pinned slot in LRU");
+          } else {
+            if (!m.in_lru) return absl::InternalError("unpinned committed slot not in LRU");
+            ++lru_counts[s.cls];
+          }
+          break;
+        }
+        case State::kOrphan:
+          if (m.pins == 0) return absl::InternalError("orphan slot without pins");
+          ++pinned;
+          ++busy;
+          break;
+      }
+    }
+    if (busy != s.busy) return absl::InternalError(StrCat("segment ", si, " busy count off"));
+    if (free_slots != s.free.size()) {
+      return absl::InternalError(StrCat("segment ", si, " free list has ", s.free.size(),
+                                        " entries for ", free_slots, " free slots"));
+    }
+  }
+  if (assigned + free_segments_.size() != segments_.size()) {
+    return absl::InternalError("segments lost or duplicated");
+  }
+  if (committed != index_.size()) return absl::InternalError("index size != committed slots");
+  if (reserved != reserved_ || pinned != pinned_) {
+    return absl::InternalError("reserved or pinned counters off");
+  }
+  for (size_t c = 0; c < classes_.size(); ++c) {
+    uint64_t n = 0;
+    for (uint64_t cur = classes_[c].lru_head; cur != kNil; cur = Meta(cur)->lru_next) {
+      if (++n > index_.size()) return absl::InternalError("LRU cycle");
+    }
+    if (n != classes_[c].lru_size || n != lru_counts[c]) {
+      return absl::InternalError(StrCat("LRU of class ", c, " has ", n, " entries, expected ",
+                                        lru_counts[c]));
+    }
+  }
+  uint64_t ns_blocks = 0;
+  for (const auto& [id, ns] : namespaces_) ns_blocks += ns.blocks;
+  if (ns_blocks != committed) return absl::InternalError("namespace block counts off");
+  return absl::OkStatus();
+}
+
+}  // namespace openlake::kv

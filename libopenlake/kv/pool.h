@@ -1,0 +1,239 @@
+// The KV pool's state: slot allocator, block index, namespaces, sessions with their leases, and
+// eviction. A plain single-threaded state machine over a mapped slab: it does no I/O and reads
+// no clock (callers pass `now_ns`), so tests drive it directly. The service owns one Pool on
+// one reactor; nothing else touches it.
+//
+// Slots. The slab is cut into equal segments. A segment is formatted for one slot size (a size
+// class: a block size rounded up to its alignment) when a namespace of that size first needs
+// room, and returns to the free segments when its last slot is freed. A slot is free,
+// reserved (by one session, for one namespace, until its lease ends), committed (bound to a
+// key, visible to Lookup), or orphaned (committed, then unbound by Reset or overwritten, but
+// still pinned by a reader; freed when the last pin goes).
+//
+// Leases. Reservations and read pins belong to the session (connection) that took them and end
+// when it closes or when `lease` passes without a Release. Expiry is swept in deadline order
+// from one FIFO (all leases have the same length).
+//
+// Eviction. Committed, unpinned slots of a size class sit in an LRU list (pinning takes a slot
+// out; the last unpin puts it back as most recent). A Reserve that finds no free slot and no
+// free segment evicts: it looks at the `evict_sample` least recent entries and evicts the one
+// deepest in its chain (largest depth), so a prefix's tail goes before its head. When a class
+// has nothing to evict, the coldest segment of another class whose slots are all evictable
+// is reclaimed whole. When nothing can be freed (everything pinned or reserved) Reserve
+// answers ResourceExhausted and touches nothing.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "kv/layout.h"
+#include "openlake/kv/types.h"
+
+namespace openlake::kv {
+
+struct NsRef {
+  uint32_t id = 0;
+  uint64_t digest = 0;
+};
+
+struct PoolOptions {
+  int64_t lease_ns = 60'000'000'000;  // reservations and pins
+  uint32_t evict_sample = 16;
+};
+
+class Pool {
+ public:
+  struct Grant {
+    uint64_t slot = 0;    // slot id: (segment << 32) | index
+    uint64_t offset = 0;  // of the slot's bytes from the slab's start
+    uint64_t generation = 0;
+  };
+  struct CommitEntry {
+    uint64_t slot = 0;
+    BlockKey key;
+    uint64_t checksum = 0;
+    uint32_t depth = 0;  // position of the block in its chain (0 = first block of a prompt)
+  };
+  struct Hit {
+    uint64_t slot = 0;
+    uint64_t offset = 0;
+    uint64_t generation = 0;
+    uint64_t checksum = 0;
+  };
+  struct ExistsResult {
+    uint32_t prefix = 0;        // leading keys present
+    std::vector<bool> present;  // every key
+  };
+
+  // `slab` is the mapped slab with a valid header; the pool formats segments as it uses them.
+  Pool(void* slab, PoolOptions options);
+
+  // Creates `name` or returns the existing one. FailedPrecondition when it exists with another
+  // fingerprint or block size; InvalidArgument for a block size that fits no segment.
+  absl::StatusOr<Namespace> OpenNamespace(std::string_view name, const LayoutFingerprint& fp,
+                                          uint32_t block_bytes);
+
+  // Ends a session: frees its reservations and drops its pins.
+  void CloseSession(uint64_t session);
+
+  // Reserves `count` slots for `ns`. With `allow_partial`, returns as many as could be had
+  // (ResourceExhausted only when none); without, all or ResourceExhausted.
+  absl::StatusOr<std::vector<Grant>> Reserve(uint64_t session, NsRef ns, uint32_t count,
+                                             bool allow_partial, int64_t now_ns);
+  // Makes the blocks visible, all or none: every slot must be reserved by this session for this
+  // namespace with its lease still running (FailedPrecondition otherwise, naming the entry).
+  // A key already present is replaced (newest wins).
+  absl::Status Commit(uint64_t session, NsRef ns, absl::Span<const CommitEntry> entries,
+                      int64_t now_ns);
+  // The longest run of leading keys present, each pinned for this session.
+  absl::StatusOr<std::vector<Hit>> Lookup(uint64_t session, NsRef ns,
+                                          absl::Span<const BlockKey> keys, int64_t now_ns);
+  // Drops this session's pins on `pinned` and frees its reservations `reserved`. Unknown slots
+  // are InvalidArgument (after releasing the valid ones). `pinned` is processed last to first,
+  // so a chain released in order leaves its head most recently used.
+  absl::Status Release(uint64_t session, absl::Span<const uint64_t> pinned,
+                       absl::Span<const uint64_t> reserved);
+  // Presence without pinning or touching recency.
+  absl::StatusOr<ExistsResult> Exists(NsRef ns, absl::Span<const BlockKey> keys) const;
+  // Drops every block of `ns` (pinned ones stay readable until released). Other namespaces are
+  // untouched.
+  absl::Status Reset(NsRef ns);
+  // Ends leases whose deadline is ≤ now_ns; returns how many ended.
+  size_t ExpireLeases(int64_t now_ns);
+
+  PoolStats Stats() const;
+  // Walks every structure and checks the invariants the docs state; Internal on a violation.
+  absl::Status CheckInvariants() const;
+
+  uint64_t slab_bytes() const { return header_->total_bytes; }
+  int64_t lease_ns() const { return options_.lease_ns; }
+
+ private:
+  static constexpr uint64_t kNil = ~uint64_t{0};
+  enum class State : uint8_t { kFree, kReserved, kCommitted, kOrphan };
+
+  struct IndexKey {
+    uint32_t ns;
+    BlockKey key;
+    friend bool operator==(const IndexKey& a, const IndexKey& b) {
+      return a.ns == b.ns && a.key == b.key;
+    }
+    template <typename H>
+    friend H AbslHashValue(H h, const IndexKey& k) {
+      const std::string_view b = k.key.bytes();
+      return H::combine(std::move(h), k.ns, absl::string_view(b.data(), b.size()));
+    }
+  };
+
+  struct SlotMeta {
+    State state = State::kFree;
+    uint32_t ns = 0;
+    uint32_t pins = 0;
+    uint32_t depth = 0;
+    uint64_t session = 0;        // reserving session
+    int64_t deadline_ns = 0;     // reservation deadline
+    uint64_t generation = 0;
+    uint64_t checksum = 0;
+    uint64_t touch = 0;          // logical clock of last commit/lookup
+    uint64_t lru_prev = kNil, lru_next = kNil;
+    bool in_lru = false;
+    BlockKey key;
+  };
+
+  struct Segment {
+    int32_t cls = -1;  // size class, -1 when unassigned
+    uint32_t slot_count = 0;
+    uint64_t slot_bytes = 0;
+    uint64_t data_offset = 0;  // from the slab's start
+    std::vector<SlotMeta> slots;
+    std::vector<uint32_t> free;  // stack of free slot indexes
+    uint32_t busy = 0;           // reserved + pinned + orphaned slots
+    uint64_t touch = 0;          // max touch of its slots
+    bool listed = false;         // in its class's with_free list
+  };
+
+  struct SizeClass {
+    uint64_t slot_bytes = 0;
+    uint32_t slots_per_segment = 0;
+    std::vector<uint32_t> segments;
+    std::vector<uint32_t> with_free;  // segments that may have free slots (checked lazily)
+    uint64_t lru_head = kNil;         // least recent
+    uint64_t lru_tail = kNil;         // most recent
+    uint64_t lru_size = 0;
+  };
+
+  struct NamespaceState {
+    Namespace ns;
+    LayoutFingerprint fp;
+    int32_t cls = -1;
+    uint64_t blocks = 0;
+  };
+
+  struct PinLease {
+    uint32_t count = 0;
+    int64_t deadline_ns = 0;
+  };
+  struct Session {
+    absl::flat_hash_map<uint64_t, PinLease> pins;
+    absl::flat_hash_set<uint64_t> reservations;
+  };
+
+  struct LeaseEntry {
+    int64_t deadline_ns;
+    uint64_t session;
+    uint64_t slot;
+    bool pin;
+  };
+
+  static uint64_t SlotId(uint32_t seg, uint32_t idx) { return (uint64_t{seg} << 32) | idx; }
+  static uint32_t SegOf(uint64_t slot) { return static_cast<uint32_t>(slot >> 32); }
+  static uint32_t IdxOf(uint64_t slot) { return static_cast<uint32_t>(slot); }
+
+  SlotMeta* Meta(uint64_t slot);
+  const SlotMeta* Meta(uint64_t slot) const;
+  layout::SlotHeader* Shm(uint64_t slot);
+  uint64_t OffsetOf(uint64_t slot) const;
+
+  absl::StatusOr<NamespaceState*> Check(NsRef ref);
+  absl::StatusOr<const NamespaceState*> Check(NsRef ref) const;
+
+  int32_t ClassFor(uint64_t slot_bytes);
+  void FormatSegment(uint32_t seg, int32_t cls);
+  void ReleaseSegment(uint32_t seg);
+  // A free slot of class `cls`, evicting if need be; kNil when nothing can be had.
+  uint64_t AcquireSlot(int32_t cls);
+  uint64_t PopFree(int32_t cls);
+  bool EvictOne(int32_t cls);
+  bool ReclaimSegment(int32_t cls);
+  void FreeSlot(uint64_t slot);
+  void Unbind(uint64_t slot);  // committed → (free | orphan)
+  void LruRemove(uint64_t slot);
+  void LruPushTail(uint64_t slot);
+  void Unpin(uint64_t slot);
+  void TouchSegment(uint64_t slot, uint64_t touch);
+
+  PoolOptions options_;
+  void* base_;
+  const layout::SlabHeader* header_;
+  std::vector<Segment> segments_;
+  std::vector<uint32_t> free_segments_;  // stack
+  std::vector<SizeClass> classes_;
+  absl::flat_hash_map<IndexKey, uint64_t> index_;
+  absl::flat_hash_map<std::string, uint32_t> ns_by_name_;
+  absl::flat_hash_map<uint32_t, NamespaceState> namespaces_;
+  uint32_t next_ns_id_ = 1;
+  absl::flat_hash_map<uint64_t, Session> sessions_;
+  std::deque<LeaseEntry> leases_;
+  uint64_t clock_ = 0;
+  uint64_t reserved_ = 0;
+  uint64_t pinned_ = 0;
+  PoolStats counters_;
+};
+
+}  // namespace openlake::kv

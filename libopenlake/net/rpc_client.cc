@@ -1,0 +1,315 @@
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/strings.h"
+#include "absl/strings/str_cat.h"
+#include "net/frame.h"
+#include "openlake/log.h"
+#include "openlake/net/rpc.h"
+#include "openlake/status.h"
+
+namespace openlake::net {
+namespace {
+
+int PollMs(absl::Time deadline) {
+  if (deadline == absl::InfiniteFuture()) return -1;
+  const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+  if (ms <= 0) return 0;
+  return ms > INT32_MAX ? INT32_MAX : static_cast<int>(ms);
+}
+
+absl::Status CodeStatus(uint32_t code, std::string_view message) {
+  if (code == 0) return absl::OkStatus();
+  if (code > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated)) {
+    return absl::InternalError(StrCat("server answered unknown status code ", code, ": ",
+                                            message));
+  }
+  return absl::Status(static_cast<absl::StatusCode>(code), AV(message));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Connect(const io::SocketAddress& addr,
+                                                              RpcClientOptions options) {
+  OL_ASSIGN_OR_RETURN(int fd, io::Connect(addr, options.connect_timeout));
+  std::unique_ptr<RpcClient> c(new RpcClient());
+  c->addr_ = addr;
+  c->options_ = options;
+  {
+    absl::MutexLock lock(&c->mu_);
+    c->fd_ = fd;
+  }
+  OL_RETURN_IF_ERROR(c->Handshake(options));
+  return c;
+}
+
+RpcClient::~RpcClient() { Close(); }
+
+bool RpcClient::connected() const {
+  absl::MutexLock lock(&mu_);
+  return fd_ >= 0;
+}
+
+void RpcClient::Close() {
+  absl::MutexLock lock(&mu_);
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  for (int fd : rfds_) close(fd);
+  rfds_.clear();
+  for (auto& s : stash_) {
+    if (s.response.ok() && s.response->fd >= 0) close(s.response->fd);
+  }
+  stash_.clear();
+}
+
+void RpcClient::Broken(const absl::Status& why) {
+  OL_LOG_EVERY_N_SEC(kWarning, 5) << "rpc connection to " << addr_.ToString()
+                                  << " closed: " << why.message();
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  rbuf_.clear();
+  for (int fd : rfds_) close(fd);
+  rfds_.clear();
+}
+
+absl::Status RpcClient::Handshake(const RpcClientOptions& options) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
+  std::string frame;
+  int fd = -1;
+  OL_RETURN_IF_ERROR(ReadFrame(deadline, &frame, &fd));
+  FrameHeader h;
+  OL_RETURN_IF_ERROR(DecodeHeader(frame.data(), options.max_frame_bytes, &h));
+  if (h.type != FrameType::kHello) {
+    Broken(absl::InternalError("no hello"));
+    return absl::UnavailableError(
+        StrCat(addr_.ToString(), " did not greet with an OpenLake RPC hello"));
+  }
+  bool auth_required = false;
+  uint8_t nonce[kNonceBytes];
+  OL_RETURN_IF_ERROR(DecodeHello(std::string_view(frame).substr(kFrameHeaderBytes),
+                                 &auth_required, nonce, &server_version_));
+  if (!auth_required) return absl::OkStatus();
+  if (options.secret.empty()) {
+    Broken(absl::PermissionDeniedError("no secret"));
+    return absl::PermissionDeniedError(StrCat(
+        addr_.ToString(), " requires the cluster's shared secret and none was given"));
+  }
+  FrameHeader auth;
+  auth.type = FrameType::kAuth;
+  std::string out;
+  AppendFrame(auth, AuthMac(options.secret, nonce), &out);
+  OL_RETURN_IF_ERROR(SendAll(out));
+  OL_RETURN_IF_ERROR(ReadFrame(deadline, &frame, &fd));
+  OL_RETURN_IF_ERROR(DecodeHeader(frame.data(), options.max_frame_bytes, &h));
+  if (h.type != FrameType::kAuth) {
+    Broken(absl::InternalError("no auth answer"));
+    return absl::UnavailableError("server did not answer the authentication");
+  }
+  if (h.aux != 0) {
+    absl::Status st = CodeStatus(h.aux, std::string_view(frame).substr(kFrameHeaderBytes));
+    Broken(st);
+    return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RpcClient::SendAll(const std::string& bytes) {
+  if (fd_ < 0) return absl::UnavailableError(StrCat("not connected to ", addr_.ToString()));
+  const absl::Time deadline = absl::Now() + options_.call_timeout;
+  size_t off = 0;
+  while (off < bytes.size()) {
+    const ssize_t n = send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p{fd_, POLLOUT, 0};
+      const int rc = poll(&p, 1, PollMs(deadline));
+      if (rc == 0) {
+        Broken(absl::DeadlineExceededError("send stalled"));
+        return absl::DeadlineExceededError(
+            StrCat("sending to ", addr_.ToString(), " stalled past the deadline"));
+      }
+      continue;
+    }
+    const absl::Status st = ErrnoStatus(errno, StrCat("send to ", addr_.ToString()));
+    Broken(st);
+    return absl::UnavailableError(st.message());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RpcClient::ReadFrame(absl::Time deadline, std::string* frame, int* fd) {
+  *fd = -1;
+  size_t need = kFrameHeaderBytes;
+  bool have_header = false;
+  FrameHeader h;
+  for (;;) {
+    if (!have_header && rbuf_.size() >= kFrameHeaderBytes) {
+      absl::Status st = DecodeHeader(rbuf_.data(), options_.max_frame_bytes, &h);
+      if (!st.ok()) {
+        Broken(st);
+        return absl::UnavailableError(StrCat("malformed frame from server: ", st.message()));
+      }
+      have_header = true;
+      need = kFrameHeaderBytes + h.length;
+    }
+    if (have_header && rbuf_.size() >= need) break;
+    if (fd_ < 0) return absl::UnavailableError(StrCat("not connected to ", addr_.ToString()));
+    pollfd p{fd_, POLLIN, 0};
+    const int rc = poll(&p, 1, PollMs(deadline));
+    if (rc == 0) {
+      return absl::DeadlineExceededError(
+          StrCat("no answer from ", addr_.ToString(), " before the deadline"));
+    }
+    if (rc < 0 && errno == EINTR) continue;
+    char chunk[64 << 10];
+    iovec iov{chunk, sizeof(chunk)};
+    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 8)];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf;
+    msg.msg_controllen = sizeof(cbuf);
+    const ssize_t n = recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) {
+      const absl::Status st = n == 0 ? absl::UnavailableError("connection closed by the server")
+                                     : ErrnoStatus(errno, "recv");
+      Broken(st);
+      return absl::UnavailableError(StrCat(addr_.ToString(), ": ", st.message()));
+    }
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+      if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+        const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; ++i) {
+          int rfd;
+          std::memcpy(&rfd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+          rfds_.push_back(rfd);
+        }
+      }
+    }
+    rbuf_.append(chunk, static_cast<size_t>(n));
+  }
+  frame->assign(rbuf_.data(), need);
+  rbuf_.erase(0, need);
+  if (h.flags & kFrameFlagFd) {
+    if (rfds_.empty()) {
+      Broken(absl::InternalError("fd missing"));
+      return absl::UnavailableError("server announced a descriptor that did not arrive");
+    }
+    *fd = rfds_.front();
+    rfds_.erase(rfds_.begin());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RpcClient::Response> RpcClient::Await(uint64_t id, uint16_t method,
+                                                     absl::Time deadline) {
+  for (auto it = stash_.begin(); it != stash_.end(); ++it) {
+    if (it->id == id) {
+      absl::StatusOr<Response> r = std::move(it->response);
+      stash_.erase(it);
+      return r;
+    }
+  }
+  for (;;) {
+    std::string frame;
+    int fd = -1;
+    absl::Status st = ReadFrame(deadline, &frame, &fd);
+    if (!st.ok()) {
+      if (absl::IsDeadlineExceeded(st) && fd_ >= 0) notified_.push_back(id);
+      return st;
+    }
+    FrameHeader h;
+    OL_RETURN_IF_ERROR(DecodeHeader(frame.data(), options_.max_frame_bytes, &h));
+    if (h.type != FrameType::kResponse) {
+      Broken(absl::InternalError("unexpected frame"));
+      return absl::UnavailableError("server sent a frame that is not a response");
+    }
+    const std::string_view payload = std::string_view(frame).substr(kFrameHeaderBytes);
+    absl::StatusOr<Response> r;
+    if (h.aux != 0) {
+      r = CodeStatus(h.aux, payload);
+      if (fd >= 0) close(fd);
+    } else {
+      r = Response{std::string(payload), fd};
+    }
+    if (h.request_id == id) return r;
+    auto n = std::find(notified_.begin(), notified_.end(), h.request_id);
+    if (n != notified_.end()) {
+      notified_.erase(n);
+      if (!r.ok()) {
+        OL_LOG_EVERY_N_SEC(kWarning, 5) << "one-way request " << h.request_id << " (method "
+                                        << h.method << ") failed: " << r.status().message();
+      } else if (r->fd >= 0) {
+        close(r->fd);
+      }
+      continue;
+    }
+    stash_.push_back(Stashed{h.request_id, std::move(r)});
+  }
+}
+
+absl::StatusOr<RpcClient::Response> RpcClient::Call(uint16_t method, std::string_view payload,
+                                                    absl::Duration timeout) {
+  auto results = CallMany({Request{method, payload}}, timeout);
+  return std::move(results[0]);
+}
+
+std::vector<absl::StatusOr<RpcClient::Response>> RpcClient::CallMany(
+    const std::vector<Request>& requests, absl::Duration timeout) {
+  if (timeout == absl::InfiniteDuration()) timeout = options_.call_timeout;
+  const absl::Time deadline = absl::Now() + timeout;
+  const int64_t ms = absl::ToInt64Milliseconds(timeout);
+  const uint32_t budget_ms = ms > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(ms < 1 ? 1 : ms);
+  std::vector<absl::StatusOr<RpcClient::Response>> out;
+  absl::MutexLock lock(&mu_);
+  std::string bytes;
+  std::vector<uint64_t> ids;
+  for (const Request& r : requests) {
+    if (r.payload.size() > options_.max_frame_bytes) {
+      out.assign(requests.size(), absl::InvalidArgumentError(StrCat(
+                                      "request of ", r.payload.size(),
+                                      " bytes exceeds the frame limit of ", options_.max_frame_bytes)));
+      return out;
+    }
+    FrameHeader h;
+    h.type = FrameType::kRequest;
+    h.method = r.method;
+    h.aux = budget_ms;
+    h.request_id = next_id_++;
+    ids.push_back(h.request_id);
+    AppendFrame(h, r.payload, &bytes);
+  }
+  if (absl::Status st = SendAll(bytes); !st.ok()) {
+    out.assign(requests.size(), st);
+    return out;
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    out.push_back(Await(ids[i], requests[i].method, deadline));
+  }
+  return out;
+}
+
+absl::Status RpcClient::Notify(uint16_t method, std::string_view payload) {
+  absl::MutexLock lock(&mu_);
+  FrameHeader h;
+  h.type = FrameType::kRequest;
+  h.method = method;
+  h.request_id = next_id_++;
+  std::string bytes;
+  AppendFrame(h, payload, &bytes);
+  OL_RETURN_IF_ERROR(SendAll(bytes));
+  notified_.push_back(h.request_id);
+  return absl::OkStatus();
+}
+
+}  // namespace openlake::net

@@ -1,0 +1,580 @@
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <deque>
+
+#include "common/strings.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "net/frame.h"
+#include "openlake/log.h"
+#include "openlake/net/rpc.h"
+#include "openlake/status.h"
+#include "openlake/version.h"
+
+namespace openlake::net {
+
+// ---------------------------------------------------------------------------------------------
+// Internals. Everything below runs on the server's reactor thread.
+
+class RpcServer::Impl {
+ public:
+  struct Listener;
+  struct Connection;
+
+  Impl(RpcServer* owner, io::Reactor& r, RpcServerOptions opts)
+      : owner_(owner), reactor_(r), opts_(std::move(opts)) {
+    if (opts_.version.empty()) opts_.version = std::string(Version());
+  }
+
+  // ---- Listeners
+  struct Listener final : io::Completion {
+    Impl* impl;
+    int fd = -1;
+    io::SocketAddress addr;
+    bool require_auth = false;
+    bool multishot = true;
+    bool closed = false;
+    bool armed = false;
+    void Complete(int32_t res, uint32_t flags) noexcept override { impl->OnAccept(this, res, flags); }
+  };
+
+  // ---- Connections
+  struct RecvOp final : io::Completion {
+    Connection* c;
+    void Complete(int32_t res, uint32_t) noexcept override;
+  };
+  struct SendOp final : io::Completion {
+    Connection* c;
+    void Complete(int32_t res, uint32_t) noexcept override;
+  };
+  struct OutFrame {
+    std::string bytes;
+    int fd = -1;
+  };
+
+  struct Connection {
+    Impl* impl;
+    ConnectionInfo info;
+    int fd = -1;
+    RecvOp recv_op;
+    SendOp send_op;
+    std::unique_ptr<char[]> in;
+    size_t in_cap = 0, in_start = 0, in_end = 0;
+    std::deque<OutFrame> out;
+    size_t out_offset = 0;  // bytes of out.front() already sent
+    size_t out_bytes = 0;   // unsent bytes in `out`
+    bool recv_armed = false;
+    bool sending = false;
+    bool closing = false;
+    bool hook_done = false;
+    bool closing_after_send = false;
+    int ops = 0;  // operations in flight
+    uint8_t nonce[kNonceBytes];
+    io::TimerId auth_timer;
+    // Send state for the sendmsg in flight.
+    iovec iov[64];
+    msghdr msg{};
+    alignas(cmsghdr) char cmsg[CMSG_SPACE(sizeof(int))];
+  };
+
+  void OnAccept(Listener* l, int32_t res, uint32_t flags);
+  void ArmAccept(Listener* l);
+  void ArmRecv(Connection* c);
+  void OnRecv(Connection* c, int32_t res);
+  void ProcessInput(Connection* c);
+  void HandleFrame(Connection* c, const FrameHeader& h, std::string_view payload);
+  void Queue(Connection* c, OutFrame f);
+  void Flush(Connection* c);
+  void OnSent(Connection* c, int32_t res);
+  void CloseConn(Connection* c, std::string_view reason, bool protocol_error);
+  void MaybeFinalize(Connection* c);
+  void RunHook(Connection* c);
+  void StopAll();
+  bool Drained() const { return conns_.empty() && listeners_in_flight_ == 0; }
+
+  RpcServer* owner_;  // null once the RpcServer is gone
+  io::Reactor& reactor_;
+  RpcServerOptions opts_;
+  absl::flat_hash_map<uint16_t, Handler> handlers_;
+  ConnectionHook disconnect_hook_;
+  std::vector<std::unique_ptr<Listener>> listeners_;
+  int listeners_in_flight_ = 0;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Connection>> conns_;
+  uint64_t next_conn_id_ = 1;
+  bool stopping_ = false;
+  bool exit_hook_registered_ = false;
+};
+
+void RpcServer::Impl::RecvOp::Complete(int32_t res, uint32_t) noexcept {
+  --c->ops;
+  c->recv_armed = false;
+  c->impl->OnRecv(c, res);
+}
+
+void RpcServer::Impl::SendOp::Complete(int32_t res, uint32_t) noexcept {
+  --c->ops;
+  c->sending = false;
+  c->impl->OnSent(c, res);
+}
+
+void RpcServer::Impl::ArmAccept(Listener* l) {
+  if (l->closed || l->armed) return;
+  l->armed = true;
+  ++listeners_in_flight_;
+  reactor_.Accept(l->fd, l->multishot, l);
+}
+
+void RpcServer::Impl::OnAccept(Listener* l, int32_t res, uint32_t flags) {
+  if (!(flags & io::kCqeMore)) {
+    l->armed = false;
+    --listeners_in_flight_;
+  }
+  if (res == -EINVAL && l->multishot && !l->closed) {
+    l->multishot = false;  // kernel without multishot accept
+  } else if (res < 0) {
+    if (!l->closed && res != -ECANCELED) {
+      OL_LOG_EVERY_N_SEC(kWarning, 5) << "accept on " << l->addr.ToString() << ": "
+                                      << ErrnoStatus(res, "accept").message();
+    }
+  } else {
+    const int fd = res;
+    if (l->closed || stopping_ || conns_.size() >= opts_.max_connections) {
+      if (!l->closed && !stopping_) {
+        OL_LOG_EVERY_N_SEC(kWarning, 5) << "refusing connection on " << l->addr.ToString()
+                                        << ": " << conns_.size() << " connections open";
+      }
+      close(fd);
+    } else {
+      auto conn = std::make_unique<Connection>();
+      Connection* c = conn.get();
+      c->impl = this;
+      c->fd = fd;
+      c->recv_op.c = c;
+      c->send_op.c = c;
+      c->info.id = next_conn_id_++;
+      c->info.is_unix = l->addr.is_unix();
+      sockaddr_storage ss{};
+      socklen_t len = sizeof(ss);
+      if (c->info.is_unix) {
+        c->info.peer = l->addr;  // unix peers are unnamed; name the socket they came in on
+      } else if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+        c->info.peer = io::SocketAddress::FromSockaddr(reinterpret_cast<sockaddr*>(&ss), len);
+      }
+      if (c->info.is_unix) {
+        ucred cred{};
+        socklen_t cl = sizeof(cred);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
+          c->info.peer_pid = cred.pid;
+          c->info.peer_uid = cred.uid;
+        }
+      } else {
+        io::TuneStreamSocket(fd);
+      }
+      c->info.authenticated = !l->require_auth;
+      c->in_cap = 64 << 10;
+      c->in = std::make_unique<char[]>(c->in_cap);
+      RandomBytes(c->nonce, kNonceBytes);
+      conns_.emplace(c->info.id, std::move(conn));
+      if (owner_) ++owner_->counters_.accepted;
+
+      FrameHeader h;
+      h.type = FrameType::kHello;
+      OutFrame hello;
+      AppendFrame(h, EncodeHello(l->require_auth, c->nonce, opts_.version), &hello.bytes);
+      Queue(c, std::move(hello));
+      if (l->require_auth) {
+        const uint64_t id = c->info.id;
+        c->auth_timer = reactor_.After(opts_.auth_timeout, [this, id] {
+          auto it = conns_.find(id);
+          if (it != conns_.end() && !it->second->info.authenticated) {
+            if (owner_) ++owner_->counters_.auth_failures;
+            CloseConn(it->second.get(), "no authentication before the deadline", false);
+          }
+        });
+      }
+      ArmRecv(c);
+    }
+  }
+  if (!l->armed && !l->closed && !stopping_) ArmAccept(l);
+}
+
+void RpcServer::Impl::ArmRecv(Connection* c) {
+  if (c->recv_armed || c->closing || c->closing_after_send) return;
+  if (c->out_bytes > opts_.max_pending_output) return;  // resumes when the output drains
+  if (c->in_start == c->in_end) c->in_start = c->in_end = 0;
+  if (c->in_end == c->in_cap) {
+    // Compact; ProcessInput has already grown the buffer when a larger frame is pending.
+    std::memmove(c->in.get(), c->in.get() + c->in_start, c->in_end - c->in_start);
+    c->in_end -= c->in_start;
+    c->in_start = 0;
+  }
+  c->recv_armed = true;
+  ++c->ops;
+  reactor_.Recv(c->fd, c->in.get() + c->in_end, c->in_cap - c->in_end, 0, &c->recv_op);
+}
+
+void RpcServer::Impl::OnRecv(Connection* c, int32_t res) {
+  if (c->closing) return MaybeFinalize(c);
+  if (res == 0) return CloseConn(c, "", false);  // orderly close by the peer
+  if (res < 0) {
+    if (res == -EINTR || res == -EAGAIN) return ArmRecv(c);
+    // A peer that exits with answers unread resets the connection: an ordinary way to go.
+    if (res == -ECONNRESET || res == -EPIPE) return CloseConn(c, "", false);
+    return CloseConn(c, SV(ErrnoStatus(res, "recv").message()), false);
+  }
+  ++c->ops;  // guard: a close while the input is processed must not free `c` under us
+  c->in_end += static_cast<size_t>(res);
+  ProcessInput(c);
+  if (!c->closing) ArmRecv(c);
+  --c->ops;
+  MaybeFinalize(c);
+}
+
+void RpcServer::Impl::ProcessInput(Connection* c) {
+  while (!c->closing && !c->closing_after_send && c->in_end - c->in_start >= kFrameHeaderBytes) {
+    FrameHeader h;
+    absl::Status st = DecodeHeader(c->in.get() + c->in_start, opts_.max_frame_bytes, &h);
+    if (!st.ok()) return CloseConn(c, SV(st.message()), true);
+    const size_t need = kFrameHeaderBytes + h.length;
+    if (c->in_end - c->in_start < need) {
+      if (need > c->in_cap) {
+        // Grow to hold the whole frame (the limit was checked by DecodeHeader).
+        size_t cap = c->in_cap;
+        while (cap < need) cap *= 2;
+        auto bigger = std::make_unique<char[]>(cap);
+        std::memcpy(bigger.get(), c->in.get() + c->in_start, c->in_end - c->in_start);
+        c->in_end -= c->in_start;
+        c->in_start = 0;
+        c->in = std::move(bigger);
+        c->in_cap = cap;
+      } else if (c->in_start + need > c->in_cap) {
+        std::memmove(c->in.get(), c->in.get() + c->in_start, c->in_end - c->in_start);
+        c->in_end -= c->in_start;
+        c->in_start = 0;
+      }
+      return;
+    }
+    const std::string_view payload(c->in.get() + c->in_start + kFrameHeaderBytes, h.length);
+    c->in_start += need;
+    HandleFrame(c, h, payload);
+  }
+  if (c->in_start == c->in_end) c->in_start = c->in_end = 0;
+}
+
+void RpcServer::Impl::HandleFrame(Connection* c, const FrameHeader& h, std::string_view payload) {
+  if (h.type == FrameType::kAuth) {
+    if (c->info.authenticated) return;  // harmless: this listener needs none
+    FrameHeader reply;
+    reply.type = FrameType::kAuth;
+    OutFrame f;
+    if (!AuthMacMatches(opts_.secret, c->nonce, payload)) {
+      if (owner_) ++owner_->counters_.auth_failures;
+      reply.aux = static_cast<uint32_t>(absl::StatusCode::kPermissionDenied);
+      AppendFrame(reply, "authentication failed: wrong shared secret", &f.bytes);
+      Queue(c, std::move(f));
+      // Close once the answer is out: stop reading now, shut down after the send.
+      c->closing_after_send = true;
+      return;
+    }
+    c->info.authenticated = true;
+    reactor_.CancelTimer(c->auth_timer);
+    AppendFrame(reply, "", &f.bytes);
+    Queue(c, std::move(f));
+    return;
+  }
+  if (h.type != FrameType::kRequest) {
+    return CloseConn(c, StrCat("unexpected frame type ", static_cast<int>(h.type),
+                                     " from a client"),
+                     true);
+  }
+  if (!c->info.authenticated) {
+    if (owner_) ++owner_->counters_.auth_failures;
+    return CloseConn(c, "request before authentication", true);
+  }
+  if (h.flags != 0) return CloseConn(c, "descriptors are not accepted from clients", true);
+  if (owner_) ++owner_->counters_.requests;
+  auto it = handlers_.find(h.method);
+  RpcCall call;
+  call.server_ = owner_;
+  call.conn_id_ = c->info.id;
+  call.info_ = &c->info;
+  call.method_ = h.method;
+  call.request_id_ = h.request_id;
+  call.deadline_ns_ = h.aux ? reactor_.now_ns() + int64_t{h.aux} * 1000000 : 0;
+  call.payload_ = payload;
+  call.responded_ = false;
+  if (it == handlers_.end()) {
+    call.RespondError(absl::UnimplementedError(StrCat("unknown method ", h.method)));
+    return;
+  }
+  it->second(std::move(call));
+}
+
+void RpcServer::Impl::Queue(Connection* c, OutFrame f) {
+  if (c->closing) {
+    return;
+  }
+  c->out_bytes += f.bytes.size();
+  c->out.push_back(std::move(f));
+  Flush(c);
+}
+
+void RpcServer::Impl::Flush(Connection* c) {
+  if (c->sending || c->closing || c->out.empty()) return;
+  // Gather up to 64 frames into one sendmsg. A frame that carries a descriptor goes alone (or
+  // first), so SCM_RIGHTS arrives with that frame's first byte.
+  unsigned n = 0;
+  int fd_to_send = -1;
+  for (auto it = c->out.begin(); it != c->out.end() && n < 64; ++it) {
+    if (it->fd >= 0) {
+      if (n > 0) break;
+      fd_to_send = it->fd;
+    }
+    const size_t skip = n == 0 ? c->out_offset : 0;
+    c->iov[n].iov_base = it->bytes.data() + skip;
+    c->iov[n].iov_len = it->bytes.size() - skip;
+    ++n;
+    if (fd_to_send >= 0) break;
+  }
+  c->msg = msghdr{};
+  c->msg.msg_iov = c->iov;
+  c->msg.msg_iovlen = n;
+  if (fd_to_send >= 0 && c->out_offset == 0) {
+    std::memset(c->cmsg, 0, sizeof(c->cmsg));
+    c->msg.msg_control = c->cmsg;
+    c->msg.msg_controllen = sizeof(c->cmsg);
+    cmsghdr* cm = CMSG_FIRSTHDR(&c->msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cm), &fd_to_send, sizeof(int));
+  }
+  c->sending = true;
+  ++c->ops;
+  reactor_.SendMsg(c->fd, &c->msg, 0, &c->send_op);
+}
+
+void RpcServer::Impl::OnSent(Connection* c, int32_t res) {
+  if (c->closing) return MaybeFinalize(c);
+  if (res < 0) {
+    if (res == -EINTR || res == -EAGAIN) return Flush(c);
+    if (res == -ECONNRESET || res == -EPIPE) return CloseConn(c, "", false);
+    return CloseConn(c, SV(ErrnoStatus(res, "send").message()), false);
+  }
+  size_t left = static_cast<size_t>(res);
+  c->out_bytes -= left;
+  while (left > 0 && !c->out.empty()) {
+    OutFrame& f = c->out.front();
+    const size_t rest = f.bytes.size() - c->out_offset;
+    if (left >= rest) {
+      left -= rest;
+      c->out_offset = 0;
+      c->out.pop_front();
+    } else {
+      c->out_offset += left;
+      // The descriptor went with the first byte; never send it twice.
+      f.fd = -1;
+      left = 0;
+    }
+  }
+  if (c->closing_after_send && c->out.empty()) {
+    return CloseConn(c, "authentication failed (wrong shared secret)", false);
+  }
+  Flush(c);
+  if (!c->recv_armed && c->out_bytes <= opts_.max_pending_output) ArmRecv(c);
+}
+
+void RpcServer::Impl::CloseConn(Connection* c, std::string_view reason, bool protocol_error) {
+  if (c->closing) return;
+  c->closing = true;
+  if (protocol_error) {
+    if (owner_) ++owner_->counters_.protocol_errors;
+    OL_LOG_EVERY_N_SEC(kWarning, 1) << "closing connection " << c->info.id << " from "
+                                    << c->info.peer.ToString() << ": " << reason;
+  } else if (!reason.empty()) {
+    OL_LOG_EVERY_N_SEC(kInfo, 1) << "closing connection " << c->info.id << " from "
+                                 << c->info.peer.ToString() << ": " << reason;
+  }
+  reactor_.CancelTimer(c->auth_timer);
+  // shutdown() ends the recv and send in flight (they complete with 0 or an error); the
+  // descriptor is closed once both have come back.
+  shutdown(c->fd, SHUT_RDWR);
+  RunHook(c);
+  MaybeFinalize(c);
+}
+
+void RpcServer::Impl::RunHook(Connection* c) {
+  if (c->hook_done) return;
+  c->hook_done = true;
+  if (disconnect_hook_) disconnect_hook_(c->info);
+}
+
+void RpcServer::Impl::MaybeFinalize(Connection* c) {
+  if (!c->closing || c->ops > 0) return;
+  close(c->fd);
+  conns_.erase(c->info.id);  // destroys *c
+}
+
+void RpcServer::Impl::StopAll() {
+  stopping_ = true;
+  for (auto& l : listeners_) {
+    if (l->closed) continue;
+    l->closed = true;
+    // Ends the accept in flight; its CQE comes back as -ECANCELED or an error.
+    shutdown(l->fd, SHUT_RDWR);
+    if (l->armed) reactor_.Cancel(l.get(), nullptr);
+  }
+  std::vector<Connection*> all;
+  for (auto& [id, c] : conns_) all.push_back(c.get());
+  for (Connection* c : all) CloseConn(c, "", false);
+}
+
+// ---------------------------------------------------------------------------------------------
+// RpcServer
+
+RpcServer::RpcServer(io::Reactor& reactor, RpcServerOptions options)
+    : reactor_(reactor), impl_(std::make_unique<Impl>(this, reactor, std::move(options))) {}
+
+absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Create(io::Reactor& reactor,
+                                                              RpcServerOptions options) {
+  if (io::Reactor::Current() != &reactor) {
+    return absl::FailedPreconditionError("RpcServer::Create must run on its reactor's thread");
+  }
+  if (options.max_frame_bytes < 1024) {
+    return absl::InvalidArgumentError("max_frame_bytes must be at least 1024");
+  }
+  return std::unique_ptr<RpcServer>(new RpcServer(reactor, std::move(options)));
+}
+
+RpcServer::~RpcServer() {
+  impl_->StopAll();
+  impl_->handlers_.clear();
+  impl_->disconnect_hook_ = nullptr;
+  impl_->owner_ = nullptr;
+  Impl* impl = impl_.release();
+  // Listener sockets close when their last accept has come back; the Impl (which in-flight
+  // operations point into) is freed once the reactor has torn its ring down.
+  reactor_.AtExit([impl] {
+    for (auto& l : impl->listeners_) close(l->fd);
+    delete impl;
+  });
+}
+
+void RpcServer::Register(uint16_t method, Handler handler) {
+  impl_->handlers_[method] = std::move(handler);
+}
+
+void RpcServer::OnDisconnect(ConnectionHook hook) { impl_->disconnect_hook_ = std::move(hook); }
+
+absl::StatusOr<io::SocketAddress> RpcServer::Listen(const io::SocketAddress& addr,
+                                                    const io::ListenOptions& options) {
+  if (impl_->stopping_) return absl::FailedPreconditionError("server is stopping");
+  const bool loopback = addr.IsLoopback();
+  if (!loopback && impl_->opts_.secret.empty()) {
+    return absl::FailedPreconditionError(StrCat(
+        "refusing to listen on ", addr.ToString(),
+        ": it is beyond loopback and no shared secret is configured (set rpc_secret)"));
+  }
+  OL_ASSIGN_OR_RETURN(int fd, io::Listen(addr, options));
+  auto bound = io::LocalAddress(fd);
+  auto l = std::make_unique<Impl::Listener>();
+  l->impl = impl_.get();
+  l->fd = fd;
+  l->addr = bound.ok() ? *bound : addr;
+  l->require_auth = !loopback;
+  Impl::Listener* raw = l.get();
+  impl_->listeners_.push_back(std::move(l));
+  impl_->ArmAccept(raw);
+  return raw->addr;
+}
+
+void RpcServer::Stop() { impl_->StopAll(); }
+
+bool RpcServer::stopped() const { return impl_->stopping_ && impl_->Drained(); }
+
+size_t RpcServer::connection_count() const { return impl_->conns_.size(); }
+
+void RpcServer::SendResponse(uint64_t conn_id, uint64_t request_id, uint16_t method, uint32_t code,
+                             std::string payload, int fd) {
+  auto it = impl_->conns_.find(conn_id);
+  if (it == impl_->conns_.end() || it->second->closing) return;
+  Impl::Connection* c = it->second.get();
+  if (fd >= 0 && !c->info.is_unix) {
+    code = static_cast<uint32_t>(absl::StatusCode::kFailedPrecondition);
+    payload = "descriptors can only be passed over a Unix socket";
+    fd = -1;
+  }
+  if (payload.size() > impl_->opts_.max_frame_bytes) {
+    code = static_cast<uint32_t>(absl::StatusCode::kResourceExhausted);
+    payload = StrCat("response of ", payload.size(), " bytes exceeds the frame limit");
+    fd = -1;
+  }
+  FrameHeader h;
+  h.type = FrameType::kResponse;
+  h.method = method;
+  h.aux = code;
+  h.request_id = request_id;
+  h.flags = fd >= 0 ? kFrameFlagFd : 0;
+  Impl::OutFrame f;
+  f.bytes.reserve(kFrameHeaderBytes + payload.size());
+  AppendFrame(h, payload, &f.bytes);
+  f.fd = fd;
+  impl_->Queue(c, std::move(f));
+}
+
+// ---------------------------------------------------------------------------------------------
+// RpcCall
+
+RpcCall::RpcCall(RpcCall&& o) noexcept
+    : server_(o.server_),
+      conn_id_(o.conn_id_),
+      info_(o.info_),
+      method_(o.method_),
+      request_id_(o.request_id_),
+      deadline_ns_(o.deadline_ns_),
+      payload_(o.payload_),
+      responded_(std::exchange(o.responded_, true)) {}
+
+RpcCall& RpcCall::operator=(RpcCall&& o) noexcept {
+  if (this != &o) {
+    if (!responded_) RespondError(absl::InternalError("request dropped without an answer"));
+    server_ = o.server_;
+    conn_id_ = o.conn_id_;
+    info_ = o.info_;
+    method_ = o.method_;
+    request_id_ = o.request_id_;
+    deadline_ns_ = o.deadline_ns_;
+    payload_ = o.payload_;
+    responded_ = std::exchange(o.responded_, true);
+  }
+  return *this;
+}
+
+RpcCall::~RpcCall() {
+  if (!responded_) RespondError(absl::InternalError("request dropped without an answer"));
+}
+
+void RpcCall::Respond(std::string payload) {
+  if (responded_) return;
+  responded_ = true;
+  if (server_) server_->SendResponse(conn_id_, request_id_, method_, 0, std::move(payload), -1);
+}
+
+void RpcCall::RespondError(const absl::Status& status) {
+  if (responded_) return;
+  responded_ = true;
+  absl::Status st = status.ok() ? absl::InternalError("error response with an OK status") : status;
+  if (server_) {
+    server_->SendResponse(conn_id_, request_id_, method_, static_cast<uint32_t>(st.code()),
+                          std::string(st.message()), -1);
+  }
+}
+
+void RpcCall::RespondWithFd(std::string payload, int fd) {
+  if (responded_) return;
+  responded_ = true;
+  if (server_) server_->SendResponse(conn_id_, request_id_, method_, 0, std::move(payload), fd);
+}
+
+}  // namespace openlake::net

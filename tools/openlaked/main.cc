@@ -1,0 +1,185 @@
+// openlaked: the OpenLake daemon. It owns the process (config, signals, log sink, CPU pinning)
+// and runs what libopenlake provides: today the KV pool.
+//
+//   openlaked                      # the embedded default: KV pool on 127.0.0.1:9400
+//   openlaked --config node.toml   # upstream-compatible TOML (see docs/configuration.md)
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "openlake/config.h"
+#include "openlake/io/reactor.h"
+#include "openlake/io/socket.h"
+#include "openlake/kv/service.h"
+#include "openlake/log.h"
+#include "openlake/status.h"
+#include "openlake/version.h"
+
+namespace {
+
+std::string HumanBytes(uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return absl::StrFormat("%.1f %s", v, units[u]);
+}
+
+// Default place of the KV pool's Unix socket: /run/openlake for root, the user's runtime
+// folder otherwise, else a per-user folder in /tmp (checked to be ours by the service).
+std::string DefaultSocketPath(uint16_t port) {
+  const std::string file = absl::StrCat("kv-", port, ".sock");
+  if (geteuid() == 0) {
+    mkdir("/run/openlake", 0700);
+    if (access("/run/openlake", W_OK) == 0) return absl::StrCat("/run/openlake/", file);
+  }
+  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && *xdg && access(xdg, W_OK) == 0) {
+    return absl::StrCat(xdg, "/openlake/", file);
+  }
+  return absl::StrCat("/tmp/openlake-", geteuid(), "/", file);
+}
+
+int Run(const std::string& config_path) {
+  absl::StatusOr<openlake::Config> cfg_or =
+      config_path.empty() ? openlake::DefaultConfig() : openlake::LoadConfigFile(config_path);
+  if (!cfg_or.ok()) {
+    std::fprintf(stderr, "openlaked: %s\n", std::string(cfg_or.status().message()).c_str());
+    return 2;
+  }
+  openlake::Config cfg = *std::move(cfg_or);
+  // As upstream: a StatefulSet passes the pod ordinal here.
+  if (const char* id = std::getenv("OPENLAKE_SELF_ID"); id && *id) {
+    uint32_t v = 0;
+    if (!absl::SimpleAtoi(id, &v) || v > 65535) {
+      std::fprintf(stderr, "openlaked: OPENLAKE_SELF_ID=%s is not a node id\n", id);
+      return 2;
+    }
+    cfg.self_id = v;
+  }
+
+  // Block the stop signals before any thread starts, so every thread inherits the mask and only
+  // the sigwait below receives them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  openlake::io::RuntimeOptions ro;
+  ro.cpus = cfg.cores;
+  auto rt_or = openlake::io::Runtime::Create(ro);
+  if (!rt_or.ok()) {
+    std::fprintf(stderr, "openlaked: %s\n", std::string(rt_or.status().message()).c_str());
+    return 1;
+  }
+  auto rt = *std::move(rt_or);
+  if (absl::Status st = rt->Start(); !st.ok()) {
+    std::fprintf(stderr, "openlaked: starting reactors: %s\n", std::string(st.message()).c_str());
+    return 1;
+  }
+  std::vector<int> cpus;
+  for (unsigned i = 0; i < rt->size(); ++i) cpus.push_back(rt->reactor(i).cpu());
+  std::printf("openlaked %s (%s, config %s): %u reactors pinned to CPUs %s, io_uring %s\n",
+              std::string(openlake::Version()).c_str(),
+              std::string(openlake::ModeName(cfg.mode)).c_str(), cfg.source.c_str(), rt->size(),
+              absl::StrJoin(cpus, ",").c_str(),
+              rt->reactor(0).deferred_taskrun() ? "SINGLE_ISSUER|DEFER_TASKRUN"
+                                                : "(plain flags: older kernel)");
+
+  std::unique_ptr<openlake::kv::KvService> kv;
+  if (cfg.kv_enabled) {
+    auto slab = openlake::KvSlabBytes(cfg.kv_slab, openlake::MemTotalBytes());
+    if (!slab.ok()) {
+      std::fprintf(stderr, "openlaked: %s\n", std::string(slab.status().message()).c_str());
+      return 2;
+    }
+    auto addr = openlake::io::SocketAddress::Parse(cfg.rpc_addr);
+    if (!addr.ok()) {
+      std::fprintf(stderr, "openlaked: rpc_addr: %s\n", std::string(addr.status().message()).c_str());
+      return 2;
+    }
+    openlake::kv::KvServiceOptions ko;
+    ko.tcp_address = cfg.rpc_addr;
+    ko.unix_socket = cfg.kv_socket.empty() ? DefaultSocketPath(addr->port()) : cfg.kv_socket;
+    ko.slab_bytes = *slab;
+    ko.segment_bytes = cfg.kv_slab.segment_bytes;
+    ko.lease = absl::Seconds(cfg.kv_slab.reserve_ttl_secs);
+    ko.secret = cfg.rpc_secret;
+    ko.reactor = 0;
+    auto svc = openlake::kv::KvService::Start(*rt, ko);
+    if (!svc.ok()) {
+      std::fprintf(stderr, "openlaked: KV pool: %s\n", std::string(svc.status().message()).c_str());
+      rt->Stop();
+      return 1;
+    }
+    kv = *std::move(svc);
+    std::printf("KV pool: tcp %s, unix %s; slab %s in shared memory (committed as used), "
+                "segments of %s, leases %u s%s\n",
+                kv->tcp_address().c_str(), kv->unix_socket().c_str(),
+                HumanBytes(kv->slab_bytes()).c_str(), HumanBytes(ko.segment_bytes).c_str(),
+                cfg.kv_slab.reserve_ttl_secs,
+                addr->IsLoopback() ? "" : " (beyond loopback: clients must present rpc_secret)");
+  }
+  if (cfg.mode == openlake::Mode::kStorage) {
+    std::printf("object store (S3 on %s over %zu drive folders): not part of this build yet\n",
+                cfg.s3_addr.c_str(), cfg.data_dirs.size());
+  }
+  if (!kv) {
+    std::fprintf(stderr, "openlaked: this configuration enables nothing this build serves\n");
+    rt->Stop();
+    return 2;
+  }
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::printf("openlaked: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  std::fflush(stdout);
+  kv->Stop();
+  rt->Stop();
+  std::printf("openlaked: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"openlaked: the OpenLake daemon (KV-cache pool; object store to come)"};
+  std::string config;
+  app.add_option("-c,--config", config, "TOML config (upstream OpenLake keys); default: embedded")
+      ->check(CLI::ExistingFile);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "debug, info, warning or error")
+      ->check(CLI::IsMember({"debug", "info", "warning", "error"}));
+  bool version = false;
+  app.add_flag("--version", version, "print the version and exit");
+  app.footer(
+      "Examples:\n"
+      "  openlaked                        KV pool on 127.0.0.1:9400, slab = half the RAM\n"
+      "  openlaked --config kv_local.toml\n");
+  CLI11_PARSE(app, argc, argv);
+  if (version) {
+    std::printf("openlaked %s\n", std::string(openlake::Version()).c_str());
+    return 0;
+  }
+  using openlake::LogLevel;
+  openlake::SetMinLogLevel(log_level == "debug"     ? LogLevel::kDebug
+                           : log_level == "warning" ? LogLevel::kWarning
+                           : log_level == "error"   ? LogLevel::kError
+                                                    : LogLevel::kInfo);
+  return Run(config);
+}
