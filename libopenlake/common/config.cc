@@ -230,7 +230,7 @@ absl::Status ParseTop(const toml::table& root, std::string_view source, Config* 
   } else if (transport == "rdma") {
     cfg->transport = Transport::kRdma;
   } else {
-    return r.Error(r.Find("transport"), "transport", "must be \"h2\" or \"rdma\"");
+    return r.Error(r.Find("transport"), "transport", "must be \"h2\" (alias \"tcp\") or \"rdma\"");
   }
 
   OL_RETURN_IF_ERROR(r.String("rpc_addr", &cfg->rpc_addr));
@@ -319,7 +319,7 @@ absl::Status ParseTop(const toml::table& root, std::string_view source, Config* 
   return absl::OkStatus();
 }
 
-absl::Status Validate(const Config& cfg) {
+absl::Status ValidateImpl(const Config& cfg) {
   const std::string& src = cfg.source;
   if (cfg.transport == Transport::kRdma && !cfg.rdma) {
     return absl::InvalidArgumentError(
@@ -360,6 +360,8 @@ absl::Status Validate(const Config& cfg) {
 
 }  // namespace
 
+absl::Status ValidateConfig(const Config& cfg) { return ValidateImpl(cfg); }
+
 std::string_view ModeName(Mode mode) { return mode == Mode::kKv ? "kv" : "storage"; }
 
 Config DefaultConfig() {
@@ -385,7 +387,7 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
   Config cfg;
   cfg.source = std::string(source_name);
   OL_RETURN_IF_ERROR(ParseTop(root, source_name, &cfg));
-  OL_RETURN_IF_ERROR(Validate(cfg));
+  OL_RETURN_IF_ERROR(ValidateImpl(cfg));
   return cfg;
 }
 

@@ -213,7 +213,6 @@ class AtomicWriter final : public Completion {
         return;
       case Step::kRename:
         if (res < 0) return Fail(ErrnoStatus(res, StrCat("rename ", tmp_, " to ", path_)));
-        renamed_ = true;
         step_ = Step::kOpenDir;
         r_.OpenAt(AT_FDCWD, dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0, this);
         return;
@@ -271,7 +270,6 @@ class AtomicWriter final : public Completion {
   Step step_ = Step::kOpen;
   int fd_ = -1;
   size_t written_ = 0;
-  bool renamed_ = false;
   absl::Status failure_, dir_status_;
 };
 

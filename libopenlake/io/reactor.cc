@@ -188,6 +188,7 @@ void ReactorImpl::FreeNode(CallbackNode* n) {
 bool ReactorImpl::PostExternal(Task fn) {
   {
     absl::MutexLock lock(&external_mu_);
+    if (external_closed_) return false;
     external_.push_back(std::move(fn));
     has_external_.store(true, std::memory_order_release);
   }
@@ -343,13 +344,21 @@ void ReactorImpl::Run() {
     now_ns_ = t2;
     Reap();
   }
-  // Tasks posted while the stop request was in flight still run (RunOn waits for them).
+  // Tasks posted while the stop request was in flight still run (RunOn waits for them); after
+  // the inbox closes, Post refuses instead of queueing work that would never run.
   RunTasks();
+  std::vector<Task> last;
+  {
+    absl::MutexLock lock(&external_mu_);
+    external_closed_ = true;
+    last.swap(external_);
+  }
+  for (Task& t : last) t();
   t_current = nullptr;
 }
 
 void ReactorImpl::RequestStop() {
-  PostExternal([this] { stop_requested_ = true; });
+  (void)PostExternal([this] { stop_requested_ = true; });
 }
 
 // ---------------------------------------------------------------------------------------------

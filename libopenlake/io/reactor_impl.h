@@ -55,6 +55,7 @@ class ReactorImpl {
   std::vector<std::unique_ptr<SpscQueue<Task>>> inbound_;
   absl::Mutex external_mu_;
   std::vector<Task> external_ ABSL_GUARDED_BY(external_mu_);
+  bool external_closed_ ABSL_GUARDED_BY(external_mu_) = false;  // the loop has ended
   std::atomic<bool> has_external_{false};
 
   std::vector<Task> deferred_;

@@ -1,5 +1,9 @@
 // Bounded single-producer/single-consumer queue: one per ordered pair of cores.
 //
+// The slot array is allocated by the producer on its first push, so a runtime of N cores pays
+// memory only for the pairs that really talk (N² pairs exist; few are used). The producer
+// publishes the array with a release store; the consumer treats a null array as empty.
+//
 // Producer and consumer indices live on separate cache lines. The producer publishes an item
 // with a release store of `tail_`; the consumer's acquire load of `tail_` makes the item's
 // contents visible. Symmetrically, the consumer frees a slot with a release store of `head_`
@@ -18,20 +22,25 @@ template <typename T>
 class SpscQueue {
  public:
   explicit SpscQueue(size_t capacity)
-      : mask_(std::bit_ceil(capacity < 2 ? size_t{2} : capacity) - 1),
-        slots_(std::make_unique<T[]>(mask_ + 1)) {}
+      : mask_(std::bit_ceil(capacity < 2 ? size_t{2} : capacity) - 1) {}
+  ~SpscQueue() { delete[] slots_.load(std::memory_order_acquire); }
 
   SpscQueue(const SpscQueue&) = delete;
   SpscQueue& operator=(const SpscQueue&) = delete;
 
   // Producer only. False when full; `item` is then left as it was.
   bool TryPush(T& item) {
+    T* slots = slots_.load(std::memory_order_relaxed);
+    if (slots == nullptr) {
+      slots = new T[mask_ + 1];
+      slots_.store(slots, std::memory_order_release);
+    }
     const size_t tail = tail_.load(std::memory_order_relaxed);
     if (tail - cached_head_ > mask_) {
       cached_head_ = head_.load(std::memory_order_acquire);
       if (tail - cached_head_ > mask_) return false;
     }
-    slots_[tail & mask_] = std::move(item);
+    slots[tail & mask_] = std::move(item);
     tail_.store(tail + 1, std::memory_order_release);
     return true;
   }
@@ -43,8 +52,10 @@ class SpscQueue {
       cached_tail_ = tail_.load(std::memory_order_acquire);
       if (head == cached_tail_) return false;
     }
-    out = std::move(slots_[head & mask_]);
-    slots_[head & mask_] = T();
+    // Non-null: tail_ moved, so the producer published the array before it.
+    T* slots = slots_.load(std::memory_order_acquire);
+    out = std::move(slots[head & mask_]);
+    slots[head & mask_] = T();
     head_.store(head + 1, std::memory_order_release);
     return true;
   }
@@ -57,7 +68,7 @@ class SpscQueue {
 
  private:
   const size_t mask_;
-  std::unique_ptr<T[]> slots_;
+  std::atomic<T*> slots_{nullptr};
   alignas(64) std::atomic<size_t> head_{0};  // written by the consumer
   size_t cached_tail_ = 0;                   // consumer's view of tail_
   alignas(64) std::atomic<size_t> tail_{0};  // written by the producer

@@ -234,8 +234,10 @@ absl::Status Client::Release(absl::Span<const uint64_t> pinned, absl::Span<const
 bool Client::StillValid(const SlotHit& hit) const {
   if (!impl_->slab) return false;
   const layout::SlotHeader* h = impl_->SlotHeaderOf(hit.slot);
-  // Acquire: pairs with the daemon's release store when it hands the slot out again.
-  return h != nullptr && h->generation.load(std::memory_order_acquire) == hit.generation;
+  // Seqlock reader: the fence keeps the copy's loads before the generation load, which pairs
+  // with the daemon's release store when it hands the slot to a new writer.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return h != nullptr && h->generation.load(std::memory_order_relaxed) == hit.generation;
 }
 
 absl::StatusOr<PutResult> Client::Put(const Namespace& ns, absl::Span<const BlockKey> keys,

@@ -23,7 +23,7 @@ inline constexpr uint64_t kSlabMagic = 0x31424c53564b4c4fULL;  // "OLKVSLB1", li
 inline constexpr uint32_t kSlabVersion = 1;
 inline constexpr uint32_t kSegmentMagic = 0x47534c4fU;  // "OLSG"
 inline constexpr uint64_t kPage = 4096;
-inline constexpr uint64_t kSegmentAlign = 2ull << 20;  // segments start on 2 MiB boundaries
+inline constexpr uint64_t kSegmentAlign = 2ull << 20;  // segment 0 starts on a 2 MiB boundary
 
 struct SlabHeader {
   uint64_t magic;            // kSlabMagic

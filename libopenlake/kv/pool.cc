@@ -1,5 +1,7 @@
 #include "kv/pool.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -157,9 +159,23 @@ void Pool::ReleaseSegment(uint32_t seg) {
   s.cls = -1;
   s.free.clear();
   s.listed = false;
-  auto* sh = reinterpret_cast<layout::SegmentHeader*>(layout::SegmentBase(base_, *header_, seg));
-  sh->magic = 0;
+  std::byte* base = layout::SegmentBase(base_, *header_, seg);
+  reinterpret_cast<layout::SegmentHeader*>(base)->magic = 0;
   free_segments_.push_back(seg);
+  // Give the memory back: a pool that emptied (a Reset, a burst that ended) should not hold
+  // its high-water mark. A reader whose pin lapsed now sees zeroes and a generation of 0, which
+  // fail its checks.
+  if (!reclaiming_) madvise(base, header_->segment_bytes, MADV_REMOVE);
+}
+
+uint64_t Pool::Obtainable(int32_t cls) const {
+  const SizeClass& c = classes_[cls];
+  uint64_t n = c.lru_size + uint64_t{c.slots_per_segment} * free_segments_.size();
+  for (uint32_t seg : c.segments) n += segments_[seg].free.size();
+  for (const Segment& s : segments_) {
+    if (s.cls >= 0 && s.cls != cls && s.busy == 0) n += c.slots_per_segment;
+  }
+  return n;
 }
 
 uint64_t Pool::PopFree(int32_t cls) {
@@ -226,12 +242,14 @@ bool Pool::ReclaimSegment(int32_t cls) {
   if (best < 0) return false;
   const auto seg = static_cast<uint32_t>(best);
   Segment& s = segments_[seg];
+  reclaiming_ = true;
   for (uint32_t i = 0; i < s.slot_count && s.cls >= 0; ++i) {
     if (s.slots[i].state == State::kCommitted) {
       ++counters_.evictions;
       Unbind(SlotId(seg, i));  // the last one releases the segment to free_segments_
     }
   }
+  reclaiming_ = false;
   OL_CHECK(s.cls == -1) << "reclaimed segment " << seg << " still assigned";
   return true;
 }
@@ -320,9 +338,20 @@ absl::StatusOr<std::vector<Pool::Grant>> Pool::Reserve(uint64_t session, NsRef r
   if (count == 0) return std::vector<Grant>{};
   const uint64_t max_slots =
       uint64_t{classes_[ns->cls].slots_per_segment} * header_->segment_count;
+  if (count > max_slots && allow_partial) count = static_cast<uint32_t>(max_slots);
   if (count > max_slots) {
     return absl::InvalidArgumentError(StrCat("cannot reserve ", count, " slots: the slab holds at most ",
                                              max_slots, " blocks of this size"));
+  }
+  // All or nothing: find out first whether `count` can be had, so a refusal evicts nothing.
+  if (!allow_partial && Obtainable(ns->cls) < count) {
+    ExpireLeases(now_ns);
+    if (Obtainable(ns->cls) < count) {
+      ++counters_.reserve_failures;
+      return absl::ResourceExhaustedError(StrCat(
+          "KV pool full: ", Obtainable(ns->cls), " of ", count, " slots of ", ns->ns.slot_bytes,
+          " bytes could be had; every other slot is pinned by readers or reserved by writers"));
+    }
   }
   std::vector<uint64_t> got;
   got.reserve(count);
@@ -371,7 +400,6 @@ absl::StatusOr<std::vector<Pool::Grant>> Pool::Reserve(uint64_t session, NsRef r
     // Release: a reader that sees the new generation sees the slot as no longer theirs.
     h->generation.store(m->generation, std::memory_order_release);
     sess.reservations.insert(slot);
-    leases_.push_back(LeaseEntry{deadline, session, slot, false});
     ++reserved_;
     out.push_back(Grant{slot, OffsetOf(slot), m->generation});
   }
@@ -383,6 +411,7 @@ absl::Status Pool::Commit(uint64_t session, NsRef ref, absl::Span<const CommitEn
   OL_ASSIGN_OR_RETURN(NamespaceState * ns, Check(ref));
   // Validate everything first: the batch becomes visible whole or not at all.
   absl::flat_hash_set<uint64_t> seen;
+  absl::flat_hash_set<std::string_view> seen_keys;
   for (size_t i = 0; i < entries.size(); ++i) {
     const CommitEntry& e = entries[i];
     const SlotMeta* m = Meta(e.slot);
@@ -407,6 +436,10 @@ absl::Status Pool::Commit(uint64_t session, NsRef ref, absl::Span<const CommitEn
     if (!seen.insert(e.slot).second) {
       return absl::InvalidArgumentError(StrCat("commit entry ", i, ": slot ", absl::Hex(e.slot),
                                                " appears twice in the batch"));
+    }
+    if (!seen_keys.insert(e.key.bytes()).second) {
+      return absl::InvalidArgumentError(
+          StrCat("commit entry ", i, ": its key appears twice in the batch"));
     }
   }
   Session& sess = sessions_[session];
@@ -472,7 +505,6 @@ absl::StatusOr<std::vector<Pool::Hit>> Pool::Lookup(uint64_t session, NsRef ref,
     PinLease& pl = sess.pins[slot];
     ++pl.count;
     pl.deadline_ns = deadline;
-    leases_.push_back(LeaseEntry{deadline, session, slot, true});
     hits.push_back(Hit{slot, OffsetOf(slot), m->generation, m->checksum});
   }
   counters_.hits += hits.size();
@@ -552,34 +584,34 @@ void Pool::CloseSession(uint64_t session) {
   for (const auto& [slot, pl] : sess.pins) {
     for (uint32_t i = 0; i < pl.count; ++i) Unpin(slot);
   }
-  // Their lease entries stay in the FIFO and are skipped when they come due.
 }
 
 size_t Pool::ExpireLeases(int64_t now_ns) {
   size_t ended = 0;
-  while (!leases_.empty() && leases_.front().deadline_ns <= now_ns) {
-    const LeaseEntry e = leases_.front();
-    leases_.pop_front();
-    auto sit = sessions_.find(e.session);
-    if (sit == sessions_.end()) continue;
-    Session& sess = sit->second;
-    if (e.pin) {
-      auto pit = sess.pins.find(e.slot);
-      // Later pins of the same slot pushed the deadline out; only a lapsed one ends.
-      if (pit == sess.pins.end() || pit->second.deadline_ns > now_ns) continue;
-      const uint32_t n = pit->second.count;
-      sess.pins.erase(pit);
-      for (uint32_t i = 0; i < n; ++i) Unpin(e.slot);
+  std::vector<uint64_t> lapsed;
+  for (auto& [id, sess] : sessions_) {
+    lapsed.clear();
+    // Later pins of the same slot push its deadline out; only a lapsed one ends, all its
+    // pins with it.
+    for (const auto& [slot, pl] : sess.pins) {
+      if (pl.deadline_ns <= now_ns) lapsed.push_back(slot);
+    }
+    for (uint64_t slot : lapsed) {
+      const uint32_t n = sess.pins[slot].count;
+      sess.pins.erase(slot);
+      for (uint32_t i = 0; i < n; ++i) Unpin(slot);
       ++counters_.expired_pins;
       ++ended;
-    } else {
-      if (!sess.reservations.contains(e.slot)) continue;
-      const SlotMeta* m = Meta(e.slot);
-      if (m->deadline_ns > now_ns) continue;
-      sess.reservations.erase(e.slot);
+    }
+    lapsed.clear();
+    for (uint64_t slot : sess.reservations) {
+      if (Meta(slot)->deadline_ns <= now_ns) lapsed.push_back(slot);
+    }
+    for (uint64_t slot : lapsed) {
+      sess.reservations.erase(slot);
       --reserved_;
-      --segments_[SegOf(e.slot)].busy;
-      FreeSlot(e.slot);
+      --segments_[SegOf(slot)].busy;
+      FreeSlot(slot);
       ++counters_.expired_reservations;
       ++ended;
     }

@@ -11,20 +11,20 @@
 // still pinned by a reader; freed when the last pin goes).
 //
 // Leases. Reservations and read pins belong to the session (connection) that took them and end
-// when it closes or when `lease` passes without a Release. Expiry is swept in deadline order
-// from one FIFO (all leases have the same length).
+// when it closes or when `lease` passes without a Release. ExpireLeases walks what sessions
+// hold (bounded by the number of slots), so nothing is kept for leases already released.
 //
 // Eviction. Committed, unpinned slots of a size class sit in an LRU list (pinning takes a slot
 // out; the last unpin puts it back as most recent). A Reserve that finds no free slot and no
 // free segment evicts: it looks at the `evict_sample` least recent entries and evicts the one
 // deepest in its chain (largest depth), so a prefix's tail goes before its head. When a class
 // has nothing to evict, the coldest segment of another class whose slots are all evictable
-// is reclaimed whole. When nothing can be freed (everything pinned or reserved) Reserve
-// answers ResourceExhausted and touches nothing.
+// is reclaimed whole. A Reserve that cannot be met in full (without allow_partial) answers
+// ResourceExhausted before evicting anything. A segment whose slots are all free again returns
+// its memory to the kernel (MADV_REMOVE).
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <vector>
 
@@ -184,13 +184,6 @@ class Pool {
     absl::flat_hash_set<uint64_t> reservations;
   };
 
-  struct LeaseEntry {
-    int64_t deadline_ns;
-    uint64_t session;
-    uint64_t slot;
-    bool pin;
-  };
-
   static uint64_t SlotId(uint32_t seg, uint32_t idx) { return (uint64_t{seg} << 32) | idx; }
   static uint32_t SegOf(uint64_t slot) { return static_cast<uint32_t>(slot >> 32); }
   static uint32_t IdxOf(uint64_t slot) { return static_cast<uint32_t>(slot); }
@@ -206,6 +199,8 @@ class Pool {
   int32_t ClassFor(uint64_t slot_bytes);
   void FormatSegment(uint32_t seg, int32_t cls);
   void ReleaseSegment(uint32_t seg);
+  // Slots of class `cls` that Reserve could obtain now (free, evictable or reclaimable).
+  uint64_t Obtainable(int32_t cls) const;
   // A free slot of class `cls`, evicting if need be; kNil when nothing can be had.
   uint64_t AcquireSlot(int32_t cls);
   uint64_t PopFree(int32_t cls);
@@ -229,7 +224,7 @@ class Pool {
   absl::flat_hash_map<uint32_t, NamespaceState> namespaces_;
   uint32_t next_ns_id_ = 1;
   absl::flat_hash_map<uint64_t, Session> sessions_;
-  std::deque<LeaseEntry> leases_;
+  bool reclaiming_ = false;  // a segment being reclaimed is reused at once: no MADV_REMOVE
   uint64_t clock_ = 0;
   uint64_t reserved_ = 0;
   uint64_t pinned_ = 0;

@@ -259,7 +259,9 @@ class KvService::Impl {
 
     Add<wire::StatsRequest>(wire::kStats, [this](net::RpcCall& call, const wire::StatsRequest&) {
       wire::StatsResponse resp;
-      wire::ToWire(pool_.Stats(), &resp);
+      PoolStats st = pool_.Stats();
+      st.sessions = server_->connection_count();
+      wire::ToWire(st, &resp);
       return Reply(call, resp);
     });
   }
@@ -286,11 +288,19 @@ absl::StatusOr<std::unique_ptr<KvService>> KvService::Start(io::Runtime& runtime
   if (options.lease < absl::Milliseconds(10)) {
     return absl::InvalidArgumentError("the lease must be at least 10 ms");
   }
+  // A small slab gets smaller segments (at least eight of them, each at least 1 MiB), so that
+  // a test-sized pool still has room for several size classes.
+  const uint64_t usable = options.slab_bytes > (2ull << 20) ? options.slab_bytes - (2ull << 20) : 0;
+  while (options.segment_bytes > (1ull << 20) && usable / options.segment_bytes < 8) {
+    // Halve, keeping whole MiB (so segments stay 4 KiB-aligned), never under 1 MiB.
+    options.segment_bytes = std::max<uint64_t>(1ull << 20, (options.segment_bytes / 2) & ~((1ull << 20) - 1));
+  }
   OL_ASSIGN_OR_RETURN(auto slab, SlabMapping::Create(options.slab_bytes, options.segment_bytes));
   std::unique_ptr<KvService> svc(new KvService());
   svc->runtime_ = &runtime;
   svc->reactor_ = options.reactor;
   svc->slab_bytes_ = slab->size();
+  svc->segment_bytes_ = slab->header().segment_bytes;
   absl::Status started;
   OL_RETURN_IF_ERROR(runtime.RunOn(options.reactor, [&] {
     io::Reactor& r = runtime.reactor(options.reactor);

@@ -101,22 +101,45 @@ PoolStats FromWire(const StatsResponse& s) {
 absl::Status PackKeys(const BlockKey* keys, size_t n, std::string* out, uint32_t* key_len) {
   out->clear();
   *key_len = n ? static_cast<uint32_t>(keys[0].size()) : 0;
-  if (n && *key_len == 0) return absl::InvalidArgumentError("empty key");
-  out->reserve(n * *key_len);
+  bool uniform = true;
   for (size_t i = 0; i < n; ++i) {
-    if (keys[i].size() != *key_len) {
-      return absl::InvalidArgumentError(
-          StrCat("key ", i, " has ", keys[i].size(), " bytes; every key of a batch must have ",
-                 *key_len));
-    }
+    if (keys[i].empty()) return absl::InvalidArgumentError(StrCat("key ", i, " is empty"));
+    uniform = uniform && keys[i].size() == *key_len;
+  }
+  if (uniform) {
+    out->reserve(n * *key_len);
+    for (size_t i = 0; i < n; ++i) out->append(keys[i].bytes());
+    return absl::OkStatus();
+  }
+  // Mixed lengths: key_len 0, and every key carries a one-byte length.
+  *key_len = 0;
+  for (size_t i = 0; i < n; ++i) {
+    out->push_back(static_cast<char>(keys[i].size()));
     out->append(keys[i].bytes());
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<BlockKey>> UnpackKeys(const std::string& packed, uint32_t key_len) {
-  if (packed.empty()) return std::vector<BlockKey>{};
-  if (key_len == 0 || key_len > kMaxKeyBytes) {
+  std::vector<BlockKey> keys;
+  if (packed.empty()) return keys;
+  if (key_len == 0) {
+    size_t at = 0;
+    while (at < packed.size()) {
+      const auto len = static_cast<uint8_t>(packed[at]);
+      if (len == 0 || len > kMaxKeyBytes || at + 1 + len > packed.size()) {
+        return absl::InvalidArgumentError(
+            StrCat("malformed length-prefixed key at byte ", at, " of the key list"));
+      }
+      if (keys.size() == kMaxBatch) {
+        return absl::InvalidArgumentError(StrCat("more than ", kMaxBatch, " keys in one batch"));
+      }
+      keys.emplace_back(std::string_view(packed).substr(at + 1, len));
+      at += 1 + len;
+    }
+    return keys;
+  }
+  if (key_len > kMaxKeyBytes) {
     return absl::InvalidArgumentError(StrCat("key_len ", key_len, " is not in 1..", kMaxKeyBytes));
   }
   if (packed.size() % key_len != 0) {
@@ -127,7 +150,6 @@ absl::StatusOr<std::vector<BlockKey>> UnpackKeys(const std::string& packed, uint
   if (n > kMaxBatch) {
     return absl::InvalidArgumentError(StrCat(n, " keys exceed the batch limit of ", kMaxBatch));
   }
-  std::vector<BlockKey> keys;
   keys.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     keys.emplace_back(std::string_view(packed).substr(i * key_len, key_len));

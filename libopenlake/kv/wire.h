@@ -31,10 +31,12 @@ LayoutFingerprint FromWire(const Fingerprint& fp);
 void ToWire(const PoolStats& s, StatsResponse* out);
 PoolStats FromWire(const StatsResponse& s);
 
-// Packs keys (all of one length) into `out`; InvalidArgument when lengths differ or are 0.
+// Packs keys into `out`. Keys of one length are concatenated (key_len = that length); keys of
+// mixed lengths each get a one-byte length prefix (key_len = 0). InvalidArgument for an empty
+// key.
 absl::Status PackKeys(const BlockKey* keys, size_t n, std::string* out, uint32_t* key_len);
-// Splits a packed key field; InvalidArgument when its size is not a multiple of key_len or
-// key_len is out of 1..32.
+// Splits a packed key field; InvalidArgument when it is malformed, a key is out of 1..32
+// bytes, or the batch exceeds kMaxBatch.
 absl::StatusOr<std::vector<BlockKey>> UnpackKeys(const std::string& packed, uint32_t key_len);
 
 // Parses `payload` into `msg`; InvalidArgument naming the message on failure.

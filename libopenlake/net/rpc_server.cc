@@ -129,6 +129,10 @@ void RpcServer::Impl::OnAccept(Listener* l, int32_t res, uint32_t flags) {
   if (!(flags & io::kCqeMore)) {
     l->armed = false;
     --listeners_in_flight_;
+    if (l->closed && l->fd >= 0) {  // the last accept is back: the socket can go
+      close(l->fd);
+      l->fd = -1;
+    }
   }
   if (res == -EINVAL && l->multishot && !l->closed) {
     l->multishot = false;  // kernel without multishot accept
@@ -264,10 +268,14 @@ void RpcServer::Impl::ProcessInput(Connection* c) {
 
 void RpcServer::Impl::HandleFrame(Connection* c, const FrameHeader& h, std::string_view payload) {
   if (h.type == FrameType::kAuth) {
-    if (c->info.authenticated) return;  // harmless: this listener needs none
     FrameHeader reply;
     reply.type = FrameType::kAuth;
     OutFrame f;
+    if (c->info.authenticated) {  // not needed here (or done already): say yes
+      AppendFrame(reply, "", &f.bytes);
+      Queue(c, std::move(f));
+      return;
+    }
     if (!AuthMacMatches(opts_.secret, c->nonce, payload)) {
       if (owner_) ++owner_->counters_.auth_failures;
       reply.aux = static_cast<uint32_t>(absl::StatusCode::kPermissionDenied);
@@ -297,8 +305,9 @@ void RpcServer::Impl::HandleFrame(Connection* c, const FrameHeader& h, std::stri
   auto it = handlers_.find(h.method);
   RpcCall call;
   call.server_ = owner_;
+  if (owner_) call.alive_ = owner_->alive_;
   call.conn_id_ = c->info.id;
-  call.info_ = &c->info;
+  call.info_ = c->info;
   call.method_ = h.method;
   call.request_id_ = h.request_id;
   call.deadline_ns_ = h.aux ? reactor_.now_ns() + int64_t{h.aux} * 1000000 : 0;
@@ -421,9 +430,15 @@ void RpcServer::Impl::StopAll() {
   for (auto& l : listeners_) {
     if (l->closed) continue;
     l->closed = true;
-    // Ends the accept in flight; its CQE comes back as -ECANCELED or an error.
+    if (!l->armed) {
+      close(l->fd);
+      l->fd = -1;
+      continue;
+    }
+    // Ends the accept in flight; its CQE comes back as -ECANCELED or an error, and OnAccept
+    // closes the socket then.
     shutdown(l->fd, SHUT_RDWR);
-    if (l->armed) reactor_.Cancel(l.get(), nullptr);
+    reactor_.Cancel(l.get(), nullptr);
   }
   std::vector<Connection*> all;
   for (auto& [id, c] : conns_) all.push_back(c.get());
@@ -448,6 +463,7 @@ absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Create(io::Reactor& reacto
 }
 
 RpcServer::~RpcServer() {
+  alive_.reset();  // calls still held elsewhere now answer nothing
   impl_->StopAll();
   impl_->handlers_.clear();
   impl_->disconnect_hook_ = nullptr;
@@ -456,7 +472,9 @@ RpcServer::~RpcServer() {
   // Listener sockets close when their last accept has come back; the Impl (which in-flight
   // operations point into) is freed once the reactor has torn its ring down.
   reactor_.AtExit([impl] {
-    for (auto& l : impl->listeners_) close(l->fd);
+    for (auto& l : impl->listeners_) {
+      if (l->fd >= 0) close(l->fd);
+    }
     delete impl;
   });
 }
@@ -528,8 +546,9 @@ void RpcServer::SendResponse(uint64_t conn_id, uint64_t request_id, uint16_t met
 
 RpcCall::RpcCall(RpcCall&& o) noexcept
     : server_(o.server_),
+      alive_(std::move(o.alive_)),
       conn_id_(o.conn_id_),
-      info_(o.info_),
+      info_(std::move(o.info_)),
       method_(o.method_),
       request_id_(o.request_id_),
       deadline_ns_(o.deadline_ns_),
@@ -540,8 +559,9 @@ RpcCall& RpcCall::operator=(RpcCall&& o) noexcept {
   if (this != &o) {
     if (!responded_) RespondError(absl::InternalError("request dropped without an answer"));
     server_ = o.server_;
+    alive_ = std::move(o.alive_);
     conn_id_ = o.conn_id_;
-    info_ = o.info_;
+    info_ = std::move(o.info_);
     method_ = o.method_;
     request_id_ = o.request_id_;
     deadline_ns_ = o.deadline_ns_;
@@ -557,15 +577,20 @@ RpcCall::~RpcCall() {
 
 void RpcCall::Respond(std::string payload) {
   if (responded_) return;
+  if (deadline_ns_ != 0 && alive_.lock() && server_->reactor().now_ns() > deadline_ns_) {
+    return RespondError(absl::DeadlineExceededError("answered after the request's deadline"));
+  }
   responded_ = true;
-  if (server_) server_->SendResponse(conn_id_, request_id_, method_, 0, std::move(payload), -1);
+  if (alive_.lock()) {
+    server_->SendResponse(conn_id_, request_id_, method_, 0, std::move(payload), -1);
+  }
 }
 
 void RpcCall::RespondError(const absl::Status& status) {
   if (responded_) return;
   responded_ = true;
   absl::Status st = status.ok() ? absl::InternalError("error response with an OK status") : status;
-  if (server_) {
+  if (alive_.lock()) {
     server_->SendResponse(conn_id_, request_id_, method_, static_cast<uint32_t>(st.code()),
                           std::string(st.message()), -1);
   }
@@ -574,7 +599,7 @@ void RpcCall::RespondError(const absl::Status& status) {
 void RpcCall::RespondWithFd(std::string payload, int fd) {
   if (responded_) return;
   responded_ = true;
-  if (server_) server_->SendResponse(conn_id_, request_id_, method_, 0, std::move(payload), fd);
+  if (alive_.lock()) server_->SendResponse(conn_id_, request_id_, method_, 0, std::move(payload), fd);
 }
 
 }  // namespace openlake::net

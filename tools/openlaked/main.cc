@@ -68,6 +68,11 @@ int Run(const std::string& config_path) {
       return 2;
     }
     cfg.self_id = v;
+    if (absl::Status st = openlake::ValidateConfig(cfg); !st.ok()) {
+      std::fprintf(stderr, "openlaked: with OPENLAKE_SELF_ID=%s: %s\n", id,
+                   std::string(st.message()).c_str());
+      return 2;
+    }
   }
 
   // Block the stop signals before any thread starts, so every thread inherits the mask and only
@@ -130,7 +135,7 @@ int Run(const std::string& config_path) {
     std::printf("KV pool: tcp %s, unix %s; slab %s in shared memory (committed as used), "
                 "segments of %s, leases %u s%s\n",
                 kv->tcp_address().c_str(), kv->unix_socket().c_str(),
-                HumanBytes(kv->slab_bytes()).c_str(), HumanBytes(ko.segment_bytes).c_str(),
+                HumanBytes(kv->slab_bytes()).c_str(), HumanBytes(kv->segment_bytes()).c_str(),
                 cfg.kv_slab.reserve_ttl_secs,
                 addr->IsLoopback() ? "" : " (beyond loopback: clients must present rpc_secret)");
   }

@@ -105,6 +105,11 @@ OL_EXPORT Config DefaultConfig();
 // Parses TOML text. `source_name` is used in error messages.
 OL_EXPORT absl::StatusOr<Config> ParseConfig(std::string_view toml, std::string_view source_name);
 
+// Checks the cross-key rules (self_id among [[nodes]], parity at most half the set, ...);
+// ParseConfig runs it, and a daemon that changes a parsed config (say, from the environment)
+// runs it again.
+OL_EXPORT absl::Status ValidateConfig(const Config& cfg);
+
 // Reads and parses a TOML file. NotFound when it does not exist.
 OL_EXPORT absl::StatusOr<Config> LoadConfigFile(const std::string& path);
 

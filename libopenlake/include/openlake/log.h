@@ -80,14 +80,16 @@ struct LogVoidify {
             ::openlake::internal::LogMessage(::openlake::LogLevel::level, __FILE__, __LINE__) \
                 .stream()
 
-#define OL_LOG_EVERY_N_SEC(level, seconds)                                                  \
-  static std::atomic<int64_t> OL_LOG_CONCAT_(ol_log_last_, __LINE__){0};                    \
-  !(::openlake::LogLevel::level >= ::openlake::MinLogLevel() &&                             \
-    ::openlake::internal::LogEveryNSec(OL_LOG_CONCAT_(ol_log_last_, __LINE__), (seconds)))  \
-      ? (void)0                                                                             \
-      : ::openlake::internal::LogVoidify() &                                                \
-            ::openlake::internal::LogMessage(::openlake::LogLevel::level, __FILE__, __LINE__) \
-                .stream()
+// One statement (safe as the body of an unbraced if): the if-with-initializer holds the call
+// site's timestamp, and its own else keeps a following `else` bound to the caller's if.
+#define OL_LOG_EVERY_N_SEC(level, seconds)                                                   \
+  if (static std::atomic<int64_t> ol_log_last_{0};                                           \
+      !(::openlake::LogLevel::level >= ::openlake::MinLogLevel() &&                          \
+        ::openlake::internal::LogEveryNSec(ol_log_last_, (seconds)))) {                      \
+  } else                                                                                     \
+    ::openlake::internal::LogVoidify() &                                                     \
+        ::openlake::internal::LogMessage(::openlake::LogLevel::level, __FILE__, __LINE__)    \
+            .stream()
 
 #define OL_LOG_CONCAT_INNER_(a, b) a##b
 #define OL_LOG_CONCAT_(a, b) OL_LOG_CONCAT_INNER_(a, b)

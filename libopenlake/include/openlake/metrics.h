@@ -38,7 +38,7 @@ struct HistogramId {
 // Relative error of a percentile is below 12.5 %.
 inline constexpr int kHistogramBuckets = 8 + 61 * 8;
 
-struct HistogramSnapshot {
+struct OL_EXPORT HistogramSnapshot {
   std::string name;
   std::string help;
   std::vector<uint64_t> buckets;  // kHistogramBuckets counts
@@ -56,7 +56,7 @@ struct CounterSnapshot {
   uint64_t value = 0;
 };
 
-struct MetricsSnapshot {
+struct OL_EXPORT MetricsSnapshot {
   std::vector<CounterSnapshot> counters;
   std::vector<HistogramSnapshot> histograms;
   // The counter named `name`, 0 when absent.

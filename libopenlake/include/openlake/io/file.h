@@ -15,6 +15,9 @@
 //
 // AtomicWriteFile replaces a file's contents so that a crash at any point leaves either the old
 // file or the new one: write a temporary beside it → fsync → rename over → fsync the folder.
+// A failure before the rename leaves the old file untouched (the temporary is removed); a
+// failure of the folder's fsync, after the rename, is reported too: the new contents are then
+// in place but the rename may not survive a crash.
 #pragma once
 
 #include <fcntl.h>
@@ -76,7 +79,7 @@ class OL_EXPORT File {
 };
 
 // Asynchronously and atomically replaces `path` with `data` (see the file comment). `done` runs
-// on `r` with the outcome; on failure the temporary is removed and the old file is untouched.
+// on `r` with the outcome.
 OL_EXPORT void AtomicWriteFile(Reactor& r, std::string path, std::string data, mode_t mode,
                                absl::AnyInvocable<void(absl::Status)> done);
 

@@ -19,7 +19,8 @@
 //
 // Each loop iteration: run posted tasks and messages → fire due timers → one
 // io_uring_submit_and_wait_timeout (sleeps until a completion, a message or the next timer) →
-// walk the CQ with io_uring_for_each_cqe and advance it once.
+// copy CQEs out with io_uring_for_each_cqe in batches of up to 256, advancing the CQ once per
+// batch, then run their completions.
 //
 //   auto rt = openlake::io::Runtime::Create({}).value();
 //   OL_RETURN_IF_ERROR(rt->Start());
@@ -170,8 +171,9 @@ struct RuntimeOptions {
   bool pin = true;
   // Submission queue depth of each ring; the completion queue is 4× as deep.
   unsigned sq_entries = 4096;
-  // Capacity of each core-to-core message queue (rounded up to a power of two).
-  unsigned queue_capacity = 4096;
+  // Capacity of each core-to-core message queue (rounded up to a power of two). A queue's
+  // memory is allocated when its sender first uses it.
+  unsigned queue_capacity = 1024;
   // Thread name prefix ("openlake-r" → "openlake-r0", ...).
   std::string thread_name = "openlake-r";
 };
@@ -195,9 +197,11 @@ class OL_EXPORT Runtime {
   unsigned size() const { return static_cast<unsigned>(reactors_.size()); }
   Reactor& reactor(unsigned i) { return *reactors_[i]; }
 
-  // Queues `fn` to run on reactor `i`, from any thread. False once the runtime is stopping.
+  // Queues `fn` to run on reactor `i`, from any thread. False once the runtime is stopping or
+  // that reactor's loop has ended (then `fn` never runs).
   bool Post(unsigned i, Task fn);
   // Runs `fn` on reactor `i` and waits for it to return. Not from a reactor thread.
+  // Unavailable when it could not be queued.
   absl::Status RunOn(unsigned i, absl::AnyInvocable<void()> fn);
 
   bool running() const { return running_.load(std::memory_order_acquire); }

@@ -119,8 +119,8 @@ class OL_EXPORT Client {
   absl::StatusOr<Namespace> OpenNamespace(std::string_view name, const LayoutFingerprint& fp,
                                           uint32_t block_bytes);
 
-  // Stores blocks[i] under keys[i]. Each block's pieces must add up to ns.block_bytes. Keys of
-  // one batch have one length. Stores a prefix when the pool has room for only part.
+  // Stores blocks[i] under keys[i]. Each block's pieces must add up to ns.block_bytes. Stores a
+  // prefix when the pool has room for only part.
   absl::StatusOr<PutResult> Put(const Namespace& ns, absl::Span<const BlockKey> keys,
                                 absl::Span<const std::vector<ConstPiece>> blocks,
                                 const PutOptions& options = {});

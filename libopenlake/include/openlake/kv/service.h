@@ -35,9 +35,11 @@ struct KvServiceOptions {
   // "host:port"; empty: no TCP listener. Beyond loopback requires `secret`.
   std::string tcp_address = "127.0.0.1:9400";
   // Path of the Unix socket; empty: none (then no client can map the slab). Its folder is
-  // created owner-only if missing; the socket itself is 0600.
+  // created (0700) if missing, and must belong to this user and not be writable by others;
+  // the socket itself is 0600.
   std::string unix_socket;
   uint64_t slab_bytes = 1ull << 30;
+  // Segment size; halved (down to 1 MiB) until the slab holds at least eight.
   uint64_t segment_bytes = 64ull << 20;
   absl::Duration lease = absl::Seconds(60);
   std::string secret;
@@ -60,10 +62,12 @@ class OL_EXPORT KvService {
   const std::string& tcp_address() const { return tcp_address_; }
   const std::string& unix_socket() const { return unix_socket_; }
   uint64_t slab_bytes() const { return slab_bytes_; }
+  // Segment size in use (smaller than asked for when the slab is small).
+  uint64_t segment_bytes() const { return segment_bytes_; }
 
   // A snapshot of the pool's figures (runs on the pool's reactor).
   absl::StatusOr<PoolStats> Stats();
-  // Per-method latency histograms ("kv_<method>_us") and connection counters.
+  // Per-method latency histograms ("kv_<method>_us", µs) and kv_request_errors_total.
   MetricsSnapshot Metrics() const;
 
  private:
@@ -75,6 +79,7 @@ class OL_EXPORT KvService {
   std::string tcp_address_;
   std::string unix_socket_;
   uint64_t slab_bytes_ = 0;
+  uint64_t segment_bytes_ = 0;
   bool stopped_ = false;
 };
 

@@ -103,7 +103,7 @@ struct PoolStats {
   uint64_t reserved_slots = 0;
   uint64_t pinned_slots = 0;
   uint64_t namespaces = 0;
-  uint64_t sessions = 0;
+  uint64_t sessions = 0;  // connected clients
   // Counters since start.
   uint64_t lookups = 0;        // Lookup calls
   uint64_t lookup_keys = 0;

@@ -72,8 +72,10 @@ class OL_EXPORT RpcCall {
   uint64_t request_id() const { return request_id_; }
   // The request bytes; valid only until the handler returns (copy them to keep them).
   std::string_view payload() const { return payload_; }
-  const ConnectionInfo& connection() const { return *info_; }
-  // Absolute deadline on the reactor clock (ns), 0 when the client set none.
+  // The connection the request came on (a copy: valid after the connection closes).
+  const ConnectionInfo& connection() const { return info_; }
+  // Absolute deadline on the reactor clock (ns), 0 when the client set none. A response after
+  // it is replaced by DeadlineExceeded (the client has stopped waiting anyway).
   int64_t deadline_ns() const { return deadline_ns_; }
 
   void Respond(std::string payload);
@@ -86,9 +88,11 @@ class OL_EXPORT RpcCall {
  private:
   friend class RpcServer;
   RpcCall() = default;
+  // Valid while `alive_` can be locked: a call that outlives its server answers nothing.
   RpcServer* server_ = nullptr;
+  std::weak_ptr<void> alive_;
   uint64_t conn_id_ = 0;
-  const ConnectionInfo* info_ = nullptr;
+  ConnectionInfo info_;
   uint16_t method_ = 0;
   uint64_t request_id_ = 0;
   int64_t deadline_ns_ = 0;
@@ -118,7 +122,9 @@ class OL_EXPORT RpcServer {
   // Call on `reactor`'s thread; the server stays on it.
   static absl::StatusOr<std::unique_ptr<RpcServer>> Create(io::Reactor& reactor,
                                                            RpcServerOptions options);
-  ~RpcServer();  // requires Stop() to have run (it waits for in-flight I/O)
+  // Stops the server (as Stop) on its reactor's thread. Memory that in-flight operations still
+  // point into is freed when they complete or, at the latest, when the reactor exits.
+  ~RpcServer();
 
   void Register(uint16_t method, Handler handler);
   // Runs when a connection closes, for whatever reason, after its last request was handled.
@@ -156,6 +162,7 @@ class OL_EXPORT RpcServer {
   io::Reactor& reactor_;
   std::unique_ptr<Impl> impl_;
   Counters counters_;
+  std::shared_ptr<void> alive_ = std::make_shared<int>(0);
 };
 
 struct RpcClientOptions {
@@ -168,8 +175,10 @@ struct RpcClientOptions {
 };
 
 // Blocking client. Thread-safe: calls from several threads are serialised on the connection
-// (each still pipelines its own batch). After an I/O error or a timeout the connection is
-// closed and every later call returns Unavailable; make a new client to reconnect.
+// (each still pipelines its own batch). A call that times out returns DeadlineExceeded and
+// its late answer is skipped; the connection stays usable. After an I/O error (or a send that
+// stalls past the deadline) the connection is closed and every later call returns
+// Unavailable; make a new client to reconnect.
 class OL_EXPORT RpcClient {
  public:
   struct Response {

@@ -1,0 +1,126 @@
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <future>
+
+#include <catch2/catch.hpp>
+
+#include "io/test_util.h"
+#include "openlake/io/socket.h"
+
+using openlake::io::Reactor;
+using openlake::io::SocketAddress;
+using openlake::testing::TempDir;
+
+TEST_CASE("addresses parse, print and know loopback", "[io][socket]") {
+  auto a = SocketAddress::Parse("127.0.0.1:9400");
+  REQUIRE(a.ok());
+  CHECK(a->port() == 9400);
+  CHECK(a->IsLoopback());
+  CHECK(a->ToString() == "127.0.0.1:9400");
+  auto b = SocketAddress::Parse("[::1]:80");
+  REQUIRE(b.ok());
+  CHECK(b->IsLoopback());
+  CHECK(b->ToString() == "[::1]:80");
+  auto c = SocketAddress::Parse("0.0.0.0:9000");
+  REQUIRE(c.ok());
+  CHECK(!c->IsLoopback());
+  CHECK(!SocketAddress::Parse("10.1.2.3:1")->IsLoopback());
+  auto u = SocketAddress::Parse("unix:/tmp/x.sock");
+  REQUIRE(u.ok());
+  CHECK(u->is_unix());
+  CHECK(u->ToString() == "unix:/tmp/x.sock");
+  CHECK(!SocketAddress::Parse("nonsense").ok());
+  CHECK(!SocketAddress::Parse("127.0.0.1:99999").ok());
+  CHECK(!SocketAddress::Parse("127.0.0.1:x").ok());
+  CHECK(!SocketAddress::Parse("unix:").ok());
+  CHECK(!SocketAddress::Parse("unix:" + std::string(200, 'a')).ok());
+  CHECK(SocketAddress::Parse("localhost:1")->IsLoopback());
+}
+
+TEST_CASE("accept, recv and send run on the reactor", "[io][socket]") {
+  auto rt = openlake::testing::StartRuntime(1);
+  REQUIRE(rt);
+  auto listen_fd = openlake::io::Listen(*SocketAddress::Parse("127.0.0.1:0"), {});
+  REQUIRE(listen_fd.ok());
+  auto bound = openlake::io::LocalAddress(*listen_fd);
+  REQUIRE(bound.ok());
+  REQUIRE(bound->port() != 0);
+
+  // Echo server: accept one connection, echo one message back, close.
+  struct State {
+    int conn = -1;
+    char buf[256];
+  } st;
+  std::promise<void> served;
+  rt->Post(0, [&] {
+    Reactor& r = *Reactor::Current();
+    r.Accept(*listen_fd, false, r.Callback([&](int32_t fd) {
+      REQUIRE(fd >= 0);
+      st.conn = fd;
+      Reactor& r2 = *Reactor::Current();
+      r2.Recv(fd, st.buf, sizeof(st.buf), 0, r2.Callback([&](int32_t n) {
+        Reactor& r3 = *Reactor::Current();
+        r3.Send(st.conn, st.buf, static_cast<size_t>(n), 0, r3.Callback([&](int32_t) {
+          Reactor::Current()->Close(st.conn, nullptr);
+          served.set_value();
+        }));
+      }));
+    }));
+  });
+  auto cfd = openlake::io::Connect(*bound, absl::Seconds(2));
+  REQUIRE(cfd.ok());
+  const char msg[] = "ping over io_uring";
+  REQUIRE(write(*cfd, msg, sizeof(msg)) == sizeof(msg));
+  char back[sizeof(msg)] = {};
+  size_t got = 0;
+  while (got < sizeof(msg)) {
+    const ssize_t n = read(*cfd, back + got, sizeof(msg) - got);
+    REQUIRE(n > 0);
+    got += static_cast<size_t>(n);
+  }
+  CHECK(std::memcmp(back, msg, sizeof(msg)) == 0);
+  served.get_future().wait();
+  close(*cfd);
+  close(*listen_fd);
+}
+
+TEST_CASE("connect to a closed port is Unavailable", "[io][socket]") {
+  auto fd = openlake::io::Listen(*SocketAddress::Parse("127.0.0.1:0"), {});
+  REQUIRE(fd.ok());
+  const auto addr = *openlake::io::LocalAddress(*fd);
+  close(*fd);
+  CHECK(openlake::io::Connect(addr, absl::Seconds(1)).status().code() ==
+        absl::StatusCode::kUnavailable);
+}
+
+TEST_CASE("unix sockets are owner-only; stale ones are replaced, live ones kept",
+          "[io][socket]") {
+  TempDir dir;
+  const std::string path = dir.File("s.sock");
+  auto addr = SocketAddress::Parse("unix:" + path);
+  REQUIRE(addr.ok());
+  auto fd = openlake::io::Listen(*addr, {});
+  REQUIRE(fd.ok());
+  struct stat st;
+  REQUIRE(stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  // Live: refused.
+  CHECK(openlake::io::Listen(*addr, {}).status().code() == absl::StatusCode::kAlreadyExists);
+  close(*fd);
+  // Stale (nobody listening): replaced.
+  auto again = openlake::io::Listen(*addr, {});
+  REQUIRE(again.ok());
+  close(*again);
+  // Not a socket: never replaced.
+  const std::string plain = dir.File("plain");
+  std::ofstream(plain) << "precious";
+  CHECK(openlake::io::Listen(*SocketAddress::Parse("unix:" + plain), {}).status().code() ==
+        absl::StatusCode::kAlreadyExists);
+  std::ifstream in(plain);
+  std::string s;
+  in >> s;
+  CHECK(s == "precious");
+}
