@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
   fp.num_kv_heads = 8;
   fp.head_size = 128;
   fp.block_tokens = 16;
-  const uint32_t block_bytes = 2 * 2 * 16 * 8 * 128 * 2;  // layers × K,V × tokens × heads × dim × bf16
+  const uint32_t block_bytes =
+      2 * 2 * 16 * 8 * 128 * 2;  // layers × K,V × tokens × heads × dim × bf16
   auto ns = (*client)->OpenNamespace("example/tp0", fp, block_bytes);
   if (!ns.ok()) {
     std::fprintf(stderr, "open namespace: %s\n", std::string(ns.status().message()).c_str());

@@ -1,9 +1,10 @@
-#include "common/strings.h"
 #include "openlake/checksum.h"
+
+#include <cstring>
 
 #include <isa-l/crc64.h>
 
-#include <cstring>
+#include "common/strings.h"
 
 namespace openlake {
 

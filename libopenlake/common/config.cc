@@ -1,4 +1,3 @@
-#include "common/strings.h"
 #include "openlake/config.h"
 
 #include <fstream>
@@ -7,6 +6,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+
+#include "common/strings.h"
+
 #include "openlake/log.h"
 #include "openlake/status.h"
 
@@ -26,8 +28,8 @@ class TableReader {
 
   absl::Status Error(const toml::node* node, std::string_view key, std::string_view what) const {
     const auto line = node ? node->source().begin.line : 0;
-    return absl::InvalidArgumentError(StrCat(source_, line ? StrCat(":", line) : "",
-                                                   ": key '", prefix_, key, "' ", what));
+    return absl::InvalidArgumentError(
+        StrCat(source_, line ? StrCat(":", line) : "", ": key '", prefix_, key, "' ", what));
   }
 
   std::string_view source() const { return source_; }
@@ -322,8 +324,7 @@ absl::Status ParseTop(const toml::table& root, std::string_view source, Config* 
 absl::Status ValidateImpl(const Config& cfg) {
   const std::string& src = cfg.source;
   if (cfg.transport == Transport::kRdma && !cfg.rdma) {
-    return absl::InvalidArgumentError(
-        StrCat(src, ": transport = \"rdma\" needs an [rdma] table"));
+    return absl::InvalidArgumentError(StrCat(src, ": transport = \"rdma\" needs an [rdma] table"));
   }
   if (cfg.rdma && cfg.rdma->backend == "ucx" && cfg.mode != Mode::kKv) {
     return absl::InvalidArgumentError(
@@ -333,8 +334,8 @@ absl::Status ValidateImpl(const Config& cfg) {
     bool found = false;
     for (const NodeConfig& n : cfg.nodes) found = found || n.id == cfg.self_id;
     if (!found) {
-      return absl::InvalidArgumentError(StrCat(
-          src, ": self_id ", cfg.self_id, " is not the id of any [[nodes]] entry"));
+      return absl::InvalidArgumentError(
+          StrCat(src, ": self_id ", cfg.self_id, " is not the id of any [[nodes]] entry"));
     }
     if (cfg.mode == Mode::kKv && cfg.nodes.size() != 1) {
       return absl::InvalidArgumentError(
@@ -343,9 +344,9 @@ absl::Status ValidateImpl(const Config& cfg) {
   }
   if (cfg.mode == Mode::kStorage) {
     if (cfg.default_parity_count > cfg.set_drive_count / 2) {
-      return absl::InvalidArgumentError(StrCat(
-          src, ": default_parity_count ", cfg.default_parity_count,
-          " must be at most half of set_drive_count ", cfg.set_drive_count));
+      return absl::InvalidArgumentError(
+          StrCat(src, ": default_parity_count ", cfg.default_parity_count,
+                 " must be at most half of set_drive_count ", cfg.set_drive_count));
     }
   }
   absl::flat_hash_set<std::string> dirs;
@@ -381,8 +382,7 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
     root = toml::parse(text, source_name);
   } catch (const toml::parse_error& e) {
     return absl::InvalidArgumentError(StrCat(source_name, ":", e.source().begin.line, ":",
-                                                   e.source().begin.column, ": ",
-                                                   e.description()));
+                                             e.source().begin.column, ": ", e.description()));
   }
   Config cfg;
   cfg.source = std::string(source_name);
@@ -424,9 +424,8 @@ absl::StatusOr<uint64_t> KvSlabBytes(const KvSlabConfig& cfg, uint64_t mem_total
         StrCat("kv_slab: the slab would be ", bytes, " bytes; at least 16 MiB is needed"));
   }
   if (mem_total != 0 && bytes > mem_total) {
-    return absl::InvalidArgumentError(StrCat("kv_slab: the slab (", bytes,
-                                                   " bytes) exceeds the machine's RAM (",
-                                                   mem_total, " bytes)"));
+    return absl::InvalidArgumentError(StrCat(
+        "kv_slab: the slab (", bytes, " bytes) exceeds the machine's RAM (", mem_total, " bytes)"));
   }
   return bytes;
 }

@@ -1,4 +1,3 @@
-#include "common/strings.h"
 #include "openlake/log.h"
 
 #include <time.h>
@@ -11,6 +10,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+
+#include "common/strings.h"
 
 namespace openlake {
 namespace {
@@ -25,7 +26,8 @@ class StderrSink : public LogSink {
     char stamp[32];
     strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm_utc);
     std::string_view file = r.file;
-    if (auto slash = file.rfind('/'); slash != std::string_view::npos) file.remove_prefix(slash + 1);
+    if (auto slash = file.rfind('/'); slash != std::string_view::npos)
+      file.remove_prefix(slash + 1);
     // One fprintf per line: stdio locks the stream, so lines from threads do not interleave.
     std::fprintf(stderr, "%s.%03ldZ %s %.*s:%d] %.*s\n", stamp, ts.tv_nsec / 1000000,
                  LogLevelName(r.level).data(), static_cast<int>(file.size()), file.data(), r.line,
@@ -67,11 +69,16 @@ LogLevel MinLogLevel() {
 
 std::string_view LogLevelName(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return "D";
-    case LogLevel::kInfo: return "I";
-    case LogLevel::kWarning: return "W";
-    case LogLevel::kError: return "E";
-    case LogLevel::kFatal: return "F";
+    case LogLevel::kDebug:
+      return "D";
+    case LogLevel::kInfo:
+      return "I";
+    case LogLevel::kWarning:
+      return "W";
+    case LogLevel::kError:
+      return "E";
+    case LogLevel::kFatal:
+      return "F";
   }
   return "?";
 }

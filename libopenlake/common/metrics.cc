@@ -1,7 +1,8 @@
-#include "common/strings.h"
 #include "openlake/metrics.h"
 
 #include <bit>
+
+#include "common/strings.h"
 
 #include "openlake/log.h"
 

@@ -1,7 +1,8 @@
-#include "common/strings.h"
 #include "openlake/status.h"
 
 #include <cstring>
+
+#include "common/strings.h"
 
 namespace openlake {
 

@@ -1,6 +1,6 @@
-#include "common/strings.h"
 #include "openlake/version.h"
 
+#include "common/strings.h"
 #include "config.h"
 
 namespace openlake {

@@ -1,4 +1,3 @@
-#include "common/strings.h"
 #include "openlake/io/file.h"
 
 #include <fcntl.h>
@@ -10,6 +9,9 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+
+#include "common/strings.h"
+
 #include "openlake/status.h"
 
 namespace openlake::io {
@@ -83,8 +85,7 @@ void File::Read(Reactor& r, void* buf, uint32_t len, uint64_t offset, Completion
   r.Read(CanDirect(buf, len, offset) ? direct_fd_ : fd_, buf, len, offset, c);
 }
 
-void File::Write(Reactor& r, const void* buf, uint32_t len, uint64_t offset,
-                 Completion* c) const {
+void File::Write(Reactor& r, const void* buf, uint32_t len, uint64_t offset, Completion* c) const {
   r.Write(CanDirect(buf, len, offset) ? direct_fd_ : fd_, buf, len, offset, c);
 }
 
@@ -154,8 +155,10 @@ absl::Status AtomicWriteFileSync(const std::string& path, std::string_view data,
   while (st.ok() && done < data.size()) {
     const ssize_t n = write(fd, data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) st = ErrnoStatus(errno, StrCat("write ", tmp));
-    else done += static_cast<size_t>(n);
+    if (n < 0)
+      st = ErrnoStatus(errno, StrCat("write ", tmp));
+    else
+      done += static_cast<size_t>(n);
   }
   if (st.ok() && fsync(fd) != 0) st = ErrnoStatus(errno, StrCat("fsync ", tmp));
   close(fd);
@@ -224,8 +227,7 @@ class AtomicWriter final : public Completion {
         return;
       case Step::kFsyncDir:
         step_ = Step::kCloseDir;
-        dir_status_ = res < 0 ? ErrnoStatus(res, StrCat("fsync folder ", dir_))
-                              : absl::OkStatus();
+        dir_status_ = res < 0 ? ErrnoStatus(res, StrCat("fsync folder ", dir_)) : absl::OkStatus();
         r_.Close(std::exchange(fd_, -1), this);
         return;
       case Step::kCloseDir:
@@ -236,7 +238,17 @@ class AtomicWriter final : public Completion {
   }
 
  private:
-  enum class Step { kOpen, kWrite, kFsync, kClose, kRename, kOpenDir, kFsyncDir, kCloseDir, kCleanup };
+  enum class Step {
+    kOpen,
+    kWrite,
+    kFsync,
+    kClose,
+    kRename,
+    kOpenDir,
+    kFsyncDir,
+    kCloseDir,
+    kCleanup
+  };
 
   void WriteMore() {
     if (written_ < data_.size()) {

@@ -1,4 +1,3 @@
-#include "common/strings.h"
 #include "openlake/io/reactor.h"
 
 #include <pthread.h>
@@ -11,7 +10,10 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+
+#include "common/strings.h"
 #include "io/reactor_impl.h"
+
 #include "openlake/log.h"
 #include "openlake/status.h"
 
@@ -57,8 +59,8 @@ class ReactorImpl::WakeCompletion final : public Completion {
   explicit WakeCompletion(ReactorImpl* r) : r_(r) {}
   void Complete(int32_t res, uint32_t) noexcept override {
     if (res < 0 && res != -EINTR && res != -EAGAIN && res != -ECANCELED) {
-      OL_LOG_EVERY_N_SEC(kWarning, 10) << "reactor " << r_->self_->id()
-                                       << ": eventfd read failed: " << -res;
+      OL_LOG_EVERY_N_SEC(kWarning, 10)
+          << "reactor " << r_->self_->id() << ": eventfd read failed: " << -res;
     }
     if (!r_->stop_requested_ || res != -ECANCELED) r_->ArmWake();
   }
@@ -268,8 +270,7 @@ void ReactorImpl::Reap() {
     unsigned n = 0;
     io_uring_cqe* cqe;
     io_uring_for_each_cqe(&ring_, head, cqe) {
-      batch[n++] = Done{static_cast<Completion*>(io_uring_cqe_get_data(cqe)), cqe->res,
-                        cqe->flags};
+      batch[n++] = Done{static_cast<Completion*>(io_uring_cqe_get_data(cqe)), cqe->res, cqe->flags};
       if (n == 256) break;
     }
     if (n == 0) return;
@@ -303,7 +304,6 @@ void ReactorImpl::Run() {
       Reap();
       break;
     }
-
 
     bool block = false;
     __kernel_timespec ts{};
@@ -368,8 +368,8 @@ Reactor::Reactor(Runtime* runtime, unsigned id, int cpu)
     : runtime_(runtime),
       id_(id),
       cpu_(cpu),
-      impl_(std::make_unique<ReactorImpl>(this, static_cast<unsigned>(runtime->options_.cpus.size()),
-                                          runtime->options_)) {}
+      impl_(std::make_unique<ReactorImpl>(
+          this, static_cast<unsigned>(runtime->options_.cpus.size()), runtime->options_)) {}
 
 Reactor::~Reactor() = default;
 
@@ -542,8 +542,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options)
   }
   std::unique_ptr<Runtime> rt(new Runtime(std::move(options)));
   for (unsigned i = 0; i < rt->options_.cpus.size(); ++i) {
-    rt->reactors_.push_back(std::unique_ptr<Reactor>(new Reactor(
-        rt.get(), i, rt->options_.pin ? rt->options_.cpus[i] : -1)));
+    rt->reactors_.push_back(std::unique_ptr<Reactor>(
+        new Reactor(rt.get(), i, rt->options_.pin ? rt->options_.cpus[i] : -1)));
   }
   return rt;
 }

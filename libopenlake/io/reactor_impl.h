@@ -8,7 +8,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+
 #include "io/spsc_queue.h"
+
 #include "openlake/io/reactor.h"
 
 namespace openlake::io {

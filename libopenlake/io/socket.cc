@@ -1,4 +1,3 @@
-#include "common/strings.h"
 #include "openlake/io/socket.h"
 
 #include <arpa/inet.h>
@@ -13,6 +12,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+
+#include "common/strings.h"
+
 #include "openlake/status.h"
 
 namespace openlake::io {
@@ -24,8 +26,7 @@ absl::StatusOr<SocketAddress> SocketAddress::Parse(std::string_view text) {
     sockaddr_un un{};
     if (path.empty() || path.size() >= sizeof(un.sun_path)) {
       return absl::InvalidArgumentError(
-          StrCat("unix socket path must be 1..", sizeof(un.sun_path) - 1,
-                       " bytes: '", path, "'"));
+          StrCat("unix socket path must be 1..", sizeof(un.sun_path) - 1, " bytes: '", path, "'"));
     }
     un.sun_family = AF_UNIX;
     std::memcpy(un.sun_path, path.data(), path.size());
@@ -77,8 +78,7 @@ absl::StatusOr<SocketAddress> SocketAddress::Parse(std::string_view text) {
   addrinfo* res = nullptr;
   const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
   if (rc != 0 || res == nullptr) {
-    return absl::NotFoundError(
-        StrCat("cannot resolve '", host, "': ", gai_strerror(rc)));
+    return absl::NotFoundError(StrCat("cannot resolve '", host, "': ", gai_strerror(rc)));
   }
   std::memcpy(&a.storage_, res->ai_addr, res->ai_addrlen);
   a.len_ = res->ai_addrlen;
@@ -176,8 +176,7 @@ absl::StatusOr<int> Listen(const SocketAddress& addr, const ListenOptions& optio
       if (probe >= 0) close(probe);
       if (live) {
         close(fd);
-        return absl::AlreadyExistsError(
-            StrCat("another process is already listening on ", path));
+        return absl::AlreadyExistsError(StrCat("another process is already listening on ", path));
       }
       unlink(path.c_str());
     }
@@ -221,8 +220,7 @@ absl::StatusOr<int> Connect(const SocketAddress& addr, absl::Duration timeout) {
     if (rc < 0) err = errno;
     if (err != 0) {
       close(fd);
-      return absl::UnavailableError(
-          StrCat("connect ", addr.ToString(), ": ", strerror(err)));
+      return absl::UnavailableError(StrCat("connect ", addr.ToString(), ": ", strerror(err)));
     }
   } else if (rc != 0) {
     const int err = errno;

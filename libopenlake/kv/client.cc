@@ -8,6 +8,7 @@
 #include "kv/layout.h"
 #include "kv/slab.h"
 #include "kv/wire.h"
+
 #include "openlake/checksum.h"
 #include "openlake/log.h"
 #include "openlake/net/rpc.h"
@@ -275,8 +276,8 @@ absl::StatusOr<PutResult> Client::Put(const Namespace& ns, absl::Span<const Bloc
       crc = CopyWithCrc64(d, p.data, p.len, crc);
       d += p.len;
     }
-    entries[i] = CommitEntry{grants[i].slot, keys[i], crc,
-                             options.first_depth + static_cast<uint32_t>(i)};
+    entries[i] =
+        CommitEntry{grants[i].slot, keys[i], crc, options.first_depth + static_cast<uint32_t>(i)};
   }
   if (absl::Status st = Commit(ns, entries); !st.ok()) {
     for (const SlotGrant& g : grants) reserved.push_back(g.slot);
@@ -337,8 +338,10 @@ absl::StatusOr<GetResult> Client::Get(const Namespace& ns, absl::Span<const Bloc
       OL_LOG_EVERY_N_SEC(kWarning, 5) << "KV block " << i << " of namespace '" << ns.name
                                       << "' failed verification; not served";
     }
-    if (ok && prefix) ++result.loaded;
-    else prefix = false;
+    if (ok && prefix)
+      ++result.loaded;
+    else
+      prefix = false;
   }
   // The answer is read by the next call; releasing never delays this one.
   if (absl::Status st = Release(pinned, {}, /*wait=*/false); !st.ok()) {

@@ -1,4 +1,5 @@
 #include "common/strings.h"
+
 #include "openlake/checksum.h"
 #include "openlake/kv/types.h"
 

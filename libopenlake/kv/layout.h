@@ -33,8 +33,8 @@ struct SlabHeader {
   uint64_t segment_bytes;    // size of every segment
   uint64_t segments_offset;  // offset of segment 0, a multiple of kSegmentAlign
   uint32_t segment_count;
-  uint32_t owner_pid;        // the daemon that created it
-  uint64_t instance_id;      // random per daemon start; clients check it on attach
+  uint32_t owner_pid;    // the daemon that created it
+  uint64_t instance_id;  // random per daemon start; clients check it on attach
   uint64_t created_unix_ms;
   uint8_t reserved[4096 - 64];
 };
@@ -42,7 +42,7 @@ static_assert(sizeof(SlabHeader) == kPage);
 static_assert(offsetof(SlabHeader, instance_id) == 48);
 
 struct SegmentHeader {
-  uint32_t magic;        // kSegmentMagic when formatted, 0 when the segment is unused
+  uint32_t magic;  // kSegmentMagic when formatted, 0 when the segment is unused
   uint32_t slot_count;
   uint64_t slot_bytes;   // size of every slot in this segment
   uint64_t data_offset;  // from the segment's start to slot 0, a multiple of kPage
@@ -63,7 +63,7 @@ struct SlotHeader {
   uint64_t checksum;                 // CRC-64 of the block, as the writer committed it
   uint32_t length;                   // block bytes
   uint32_t namespace_id;
-  uint8_t state;                     // SlotState
+  uint8_t state;  // SlotState
   uint8_t key_len;
   uint8_t reserved[6];
   uint8_t key[32];

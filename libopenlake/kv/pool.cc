@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/strings.h"
+
 #include "openlake/log.h"
 #include "openlake/status.h"
 
@@ -290,10 +291,14 @@ void Pool::Unbind(uint64_t slot) {
 void Pool::LruRemove(uint64_t slot) {
   SlotMeta* m = Meta(slot);
   SizeClass& c = classes_[segments_[SegOf(slot)].cls];
-  if (m->lru_prev != kNil) Meta(m->lru_prev)->lru_next = m->lru_next;
-  else c.lru_head = m->lru_next;
-  if (m->lru_next != kNil) Meta(m->lru_next)->lru_prev = m->lru_prev;
-  else c.lru_tail = m->lru_prev;
+  if (m->lru_prev != kNil)
+    Meta(m->lru_prev)->lru_next = m->lru_next;
+  else
+    c.lru_head = m->lru_next;
+  if (m->lru_next != kNil)
+    Meta(m->lru_next)->lru_prev = m->lru_prev;
+  else
+    c.lru_tail = m->lru_prev;
   m->lru_prev = m->lru_next = kNil;
   m->in_lru = false;
   --c.lru_size;
@@ -304,8 +309,10 @@ void Pool::LruPushTail(uint64_t slot) {
   SizeClass& c = classes_[segments_[SegOf(slot)].cls];
   m->lru_prev = c.lru_tail;
   m->lru_next = kNil;
-  if (c.lru_tail != kNil) Meta(c.lru_tail)->lru_next = slot;
-  else c.lru_head = slot;
+  if (c.lru_tail != kNil)
+    Meta(c.lru_tail)->lru_next = slot;
+  else
+    c.lru_head = slot;
   c.lru_tail = slot;
   m->in_lru = true;
   ++c.lru_size;
@@ -331,17 +338,16 @@ void Pool::Unpin(uint64_t slot) {
 
 // ---- Operations ---------------------------------------------------------------------------------
 
-absl::StatusOr<std::vector<Pool::Grant>> Pool::Reserve(uint64_t session, NsRef ref,
-                                                       uint32_t count, bool allow_partial,
-                                                       int64_t now_ns) {
+absl::StatusOr<std::vector<Pool::Grant>> Pool::Reserve(uint64_t session, NsRef ref, uint32_t count,
+                                                       bool allow_partial, int64_t now_ns) {
   OL_ASSIGN_OR_RETURN(NamespaceState * ns, Check(ref));
   if (count == 0) return std::vector<Grant>{};
-  const uint64_t max_slots =
-      uint64_t{classes_[ns->cls].slots_per_segment} * header_->segment_count;
+  const uint64_t max_slots = uint64_t{classes_[ns->cls].slots_per_segment} * header_->segment_count;
   if (count > max_slots && allow_partial) count = static_cast<uint32_t>(max_slots);
   if (count > max_slots) {
-    return absl::InvalidArgumentError(StrCat("cannot reserve ", count, " slots: the slab holds at most ",
-                                             max_slots, " blocks of this size"));
+    return absl::InvalidArgumentError(StrCat("cannot reserve ", count,
+                                             " slots: the slab holds at most ", max_slots,
+                                             " blocks of this size"));
   }
   // All or nothing: find out first whether `count` can be had, so a refusal evicts nothing.
   if (!allow_partial && Obtainable(ns->cls) < count) {
@@ -426,16 +432,16 @@ absl::Status Pool::Commit(uint64_t session, NsRef ref, absl::Span<const CommitEn
                                                   " was reserved for another namespace"));
     }
     if (m->deadline_ns <= now_ns) {
-      return absl::FailedPreconditionError(
-          StrCat("commit entry ", i, ": the reservation of slot ", absl::Hex(e.slot),
-                 " expired; nothing in this batch was committed"));
+      return absl::FailedPreconditionError(StrCat("commit entry ", i, ": the reservation of slot ",
+                                                  absl::Hex(e.slot),
+                                                  " expired; nothing in this batch was committed"));
     }
     if (e.key.empty()) {
       return absl::InvalidArgumentError(StrCat("commit entry ", i, ": empty key"));
     }
     if (!seen.insert(e.slot).second) {
-      return absl::InvalidArgumentError(StrCat("commit entry ", i, ": slot ", absl::Hex(e.slot),
-                                               " appears twice in the batch"));
+      return absl::InvalidArgumentError(
+          StrCat("commit entry ", i, ": slot ", absl::Hex(e.slot), " appears twice in the batch"));
     }
     if (!seen_keys.insert(e.key.bytes()).second) {
       return absl::InvalidArgumentError(
@@ -542,8 +548,9 @@ absl::Status Pool::Release(uint64_t session, absl::Span<const uint64_t> pinned,
   }
   if (unknown > 0) {
     return absl::InvalidArgumentError(
-        StrCat(unknown, " released slots were not held by this client (already released, or "
-                        "their lease expired); the others were released"));
+        StrCat(unknown,
+               " released slots were not held by this client (already released, or "
+               "their lease expired); the others were released"));
   }
   return absl::OkStatus();
 }
@@ -555,8 +562,10 @@ absl::StatusOr<Pool::ExistsResult> Pool::Exists(NsRef ref, absl::Span<const Bloc
   bool prefix = true;
   for (size_t i = 0; i < keys.size(); ++i) {
     r.present[i] = index_.contains(IndexKey{ns->ns.id, keys[i]});
-    if (prefix && r.present[i]) ++r.prefix;
-    else prefix = false;
+    if (prefix && r.present[i])
+      ++r.prefix;
+    else
+      prefix = false;
   }
   return r;
 }
@@ -704,8 +713,8 @@ absl::Status Pool::CheckInvariants() const {
       if (++n > index_.size()) return absl::InternalError("LRU cycle");
     }
     if (n != classes_[c].lru_size || n != lru_counts[c]) {
-      return absl::InternalError(StrCat("LRU of class ", c, " has ", n, " entries, expected ",
-                                        lru_counts[c]));
+      return absl::InternalError(
+          StrCat("LRU of class ", c, " has ", n, " entries, expected ", lru_counts[c]));
     }
   }
   uint64_t ns_blocks = 0;

@@ -32,7 +32,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+
 #include "kv/layout.h"
+
 #include "openlake/kv/types.h"
 
 namespace openlake::kv {
@@ -136,11 +138,11 @@ class Pool {
     uint32_t ns = 0;
     uint32_t pins = 0;
     uint32_t depth = 0;
-    uint64_t session = 0;        // reserving session
-    int64_t deadline_ns = 0;     // reservation deadline
+    uint64_t session = 0;     // reserving session
+    int64_t deadline_ns = 0;  // reservation deadline
     uint64_t generation = 0;
     uint64_t checksum = 0;
-    uint64_t touch = 0;          // logical clock of last commit/lookup
+    uint64_t touch = 0;  // logical clock of last commit/lookup
     uint64_t lru_prev = kNil, lru_next = kNil;
     bool in_lru = false;
     BlockKey key;

@@ -9,6 +9,7 @@
 #include "kv/pool.h"
 #include "kv/slab.h"
 #include "kv/wire.h"
+
 #include "openlake/log.h"
 #include "openlake/net/rpc.h"
 #include "openlake/status.h"
@@ -34,9 +35,9 @@ absl::Status EnsureOwnerOnlyDir(const std::string& socket_path) {
         StrCat("socket folder ", dir, " belongs to uid ", st.st_uid, ", not to this user"));
   }
   if ((st.st_mode & 022) != 0) {
-    return absl::PermissionDeniedError(
-        StrCat("socket folder ", dir, " is writable by others (mode ",
-               absl::Hex(st.st_mode & 0777), "); make it 0700"));
+    return absl::PermissionDeniedError(StrCat("socket folder ", dir,
+                                              " is writable by others (mode ",
+                                              absl::Hex(st.st_mode & 0777), "); make it 0700"));
   }
   return absl::OkStatus();
 }
@@ -59,8 +60,8 @@ class KvService::Impl {
         slab_(std::move(slab)),
         pool_(slab_->base(), PoolOptions{absl::ToInt64Nanoseconds(o.lease), 16}),
         metrics_(1) {
-    const char* names[] = {"attach", "open_namespace", "reserve", "commit", "lookup",
-                           "release", "exists", "reset", "stats"};
+    const char* names[] = {"attach",  "open_namespace", "reserve", "commit", "lookup",
+                           "release", "exists",         "reset",   "stats"};
     for (const char* n : names) {
       latency_.push_back(metrics_.AddHistogram(StrCat("kv_", n, "_us"),
                                                StrCat("Latency of KV ", n, " requests, µs")));
@@ -142,31 +143,32 @@ class KvService::Impl {
   static NsRef Ref(const wire::NsRef& r) { return NsRef{r.id(), r.digest()}; }
 
   void Register() {
-    Add<wire::AttachRequest>(wire::kAttach, [this](net::RpcCall& call, const wire::AttachRequest& req) {
-      wire::AttachResponse resp;
-      resp.set_version(std::string(Version()));
-      resp.set_slab_bytes(slab_->size());
-      resp.set_instance_id(slab_->header().instance_id);
-      resp.set_unix_socket(unix_path_);
-      resp.set_lease_ms(static_cast<uint64_t>(pool_.lease_ns() / 1000000));
-      resp.set_segment_bytes(slab_->header().segment_bytes);
-      const bool give = req.want_slab() && call.connection().is_unix;
-      resp.set_slab_attached(give);
-      std::string out;
-      resp.SerializeToString(&out);
-      if (give) {
-        call.RespondWithFd(std::move(out), slab_->fd());
-      } else {
-        call.Respond(std::move(out));
-      }
-      return absl::OkStatus();
-    });
+    Add<wire::AttachRequest>(wire::kAttach,
+                             [this](net::RpcCall& call, const wire::AttachRequest& req) {
+                               wire::AttachResponse resp;
+                               resp.set_version(std::string(Version()));
+                               resp.set_slab_bytes(slab_->size());
+                               resp.set_instance_id(slab_->header().instance_id);
+                               resp.set_unix_socket(unix_path_);
+                               resp.set_lease_ms(static_cast<uint64_t>(pool_.lease_ns() / 1000000));
+                               resp.set_segment_bytes(slab_->header().segment_bytes);
+                               const bool give = req.want_slab() && call.connection().is_unix;
+                               resp.set_slab_attached(give);
+                               std::string out;
+                               resp.SerializeToString(&out);
+                               if (give) {
+                                 call.RespondWithFd(std::move(out), slab_->fd());
+                               } else {
+                                 call.Respond(std::move(out));
+                               }
+                               return absl::OkStatus();
+                             });
 
     Add<wire::OpenNamespaceRequest>(
         wire::kOpenNamespace, [this](net::RpcCall& call, const wire::OpenNamespaceRequest& req) {
-          OL_ASSIGN_OR_RETURN(
-              Namespace ns,
-              pool_.OpenNamespace(req.name(), wire::FromWire(req.fingerprint()), req.block_bytes()));
+          OL_ASSIGN_OR_RETURN(Namespace ns,
+                              pool_.OpenNamespace(req.name(), wire::FromWire(req.fingerprint()),
+                                                  req.block_bytes()));
           wire::OpenNamespaceResponse resp;
           resp.set_id(ns.id);
           resp.set_digest(ns.digest);
@@ -175,7 +177,8 @@ class KvService::Impl {
           return Reply(call, resp);
         });
 
-    Add<wire::ReserveRequest>(wire::kReserve, [this](net::RpcCall& call, const wire::ReserveRequest& req) {
+    Add<wire::ReserveRequest>(wire::kReserve, [this](net::RpcCall& call,
+                                                     const wire::ReserveRequest& req) {
       if (req.count() > wire::kMaxBatch) {
         return absl::InvalidArgumentError(
             StrCat("cannot reserve ", req.count(), " slots at once (limit ", wire::kMaxBatch, ")"));
@@ -194,68 +197,73 @@ class KvService::Impl {
       return Reply(call, resp);
     });
 
-    Add<wire::CommitRequest>(wire::kCommit, [this](net::RpcCall& call, const wire::CommitRequest& req) {
-      OL_ASSIGN_OR_RETURN(auto keys, wire::UnpackKeys(req.keys(), req.key_len()));
-      const size_t n = keys.size();
-      if (static_cast<size_t>(req.slots_size()) != n ||
-          static_cast<size_t>(req.checksums_size()) != n ||
-          (req.depths_size() != 0 && static_cast<size_t>(req.depths_size()) != n)) {
-        return absl::InvalidArgumentError(
-            "commit: slots, keys, checksums and depths must have the same count");
-      }
-      std::vector<Pool::CommitEntry> entries(n);
-      for (size_t i = 0; i < n; ++i) {
-        entries[i].slot = req.slots(static_cast<int>(i));
-        entries[i].key = keys[i];
-        entries[i].checksum = req.checksums(static_cast<int>(i));
-        entries[i].depth = req.depths_size() ? req.depths(static_cast<int>(i))
-                                             : static_cast<uint32_t>(i);
-      }
-      OL_RETURN_IF_ERROR(pool_.Commit(call.connection().id, Ref(req.ns()), entries, NowNs()));
-      return Reply(call, wire::CommitResponse());
-    });
+    Add<wire::CommitRequest>(
+        wire::kCommit, [this](net::RpcCall& call, const wire::CommitRequest& req) {
+          OL_ASSIGN_OR_RETURN(auto keys, wire::UnpackKeys(req.keys(), req.key_len()));
+          const size_t n = keys.size();
+          if (static_cast<size_t>(req.slots_size()) != n ||
+              static_cast<size_t>(req.checksums_size()) != n ||
+              (req.depths_size() != 0 && static_cast<size_t>(req.depths_size()) != n)) {
+            return absl::InvalidArgumentError(
+                "commit: slots, keys, checksums and depths must have the same count");
+          }
+          std::vector<Pool::CommitEntry> entries(n);
+          for (size_t i = 0; i < n; ++i) {
+            entries[i].slot = req.slots(static_cast<int>(i));
+            entries[i].key = keys[i];
+            entries[i].checksum = req.checksums(static_cast<int>(i));
+            entries[i].depth =
+                req.depths_size() ? req.depths(static_cast<int>(i)) : static_cast<uint32_t>(i);
+          }
+          OL_RETURN_IF_ERROR(pool_.Commit(call.connection().id, Ref(req.ns()), entries, NowNs()));
+          return Reply(call, wire::CommitResponse());
+        });
 
-    Add<wire::LookupRequest>(wire::kLookup, [this](net::RpcCall& call, const wire::LookupRequest& req) {
-      OL_ASSIGN_OR_RETURN(auto keys, wire::UnpackKeys(req.keys(), req.key_len()));
-      OL_ASSIGN_OR_RETURN(auto hits,
-                          pool_.Lookup(call.connection().id, Ref(req.ns()), keys, NowNs()));
-      wire::LookupResponse resp;
-      const int n = static_cast<int>(hits.size());
-      resp.mutable_slots()->Reserve(n);
-      resp.mutable_offsets()->Reserve(n);
-      resp.mutable_generations()->Reserve(n);
-      resp.mutable_checksums()->Reserve(n);
-      for (const Pool::Hit& h : hits) {
-        resp.add_slots(h.slot);
-        resp.add_offsets(h.offset);
-        resp.add_generations(h.generation);
-        resp.add_checksums(h.checksum);
-      }
-      return Reply(call, resp);
-    });
+    Add<wire::LookupRequest>(
+        wire::kLookup, [this](net::RpcCall& call, const wire::LookupRequest& req) {
+          OL_ASSIGN_OR_RETURN(auto keys, wire::UnpackKeys(req.keys(), req.key_len()));
+          OL_ASSIGN_OR_RETURN(auto hits,
+                              pool_.Lookup(call.connection().id, Ref(req.ns()), keys, NowNs()));
+          wire::LookupResponse resp;
+          const int n = static_cast<int>(hits.size());
+          resp.mutable_slots()->Reserve(n);
+          resp.mutable_offsets()->Reserve(n);
+          resp.mutable_generations()->Reserve(n);
+          resp.mutable_checksums()->Reserve(n);
+          for (const Pool::Hit& h : hits) {
+            resp.add_slots(h.slot);
+            resp.add_offsets(h.offset);
+            resp.add_generations(h.generation);
+            resp.add_checksums(h.checksum);
+          }
+          return Reply(call, resp);
+        });
 
-    Add<wire::ReleaseRequest>(wire::kRelease, [this](net::RpcCall& call, const wire::ReleaseRequest& req) {
-      std::vector<uint64_t> pinned(req.pinned().begin(), req.pinned().end());
-      std::vector<uint64_t> reserved(req.reserved().begin(), req.reserved().end());
-      OL_RETURN_IF_ERROR(pool_.Release(call.connection().id, pinned, reserved));
-      return Reply(call, wire::ReleaseResponse());
-    });
+    Add<wire::ReleaseRequest>(
+        wire::kRelease, [this](net::RpcCall& call, const wire::ReleaseRequest& req) {
+          std::vector<uint64_t> pinned(req.pinned().begin(), req.pinned().end());
+          std::vector<uint64_t> reserved(req.reserved().begin(), req.reserved().end());
+          OL_RETURN_IF_ERROR(pool_.Release(call.connection().id, pinned, reserved));
+          return Reply(call, wire::ReleaseResponse());
+        });
 
-    Add<wire::ExistsRequest>(wire::kExists, [this](net::RpcCall& call, const wire::ExistsRequest& req) {
-      OL_ASSIGN_OR_RETURN(auto keys, wire::UnpackKeys(req.keys(), req.key_len()));
-      OL_ASSIGN_OR_RETURN(auto r, pool_.Exists(Ref(req.ns()), keys));
-      wire::ExistsResponse resp;
-      resp.set_prefix(r.prefix);
-      std::string present(r.present.size(), '\0');
-      for (size_t i = 0; i < r.present.size(); ++i) present[i] = r.present[i] ? 1 : 0;
-      resp.set_present(std::move(present));
-      return Reply(call, resp);
-    });
+    Add<wire::ExistsRequest>(
+        wire::kExists, [this](net::RpcCall& call, const wire::ExistsRequest& req) {
+          OL_ASSIGN_OR_RETURN(auto keys, wire::UnpackKeys(req.keys(), req.key_len()));
+          OL_ASSIGN_OR_RETURN(auto r, pool_.Exists(Ref(req.ns()), keys));
+          wire::ExistsResponse resp;
+          resp.set_prefix(r.prefix);
+          std::string present(r.present.size(), '\0');
+          for (size_t i = 0; i < r.present.size(); ++i) present[i] = r.present[i] ? 1 : 0;
+          resp.set_present(std::move(present));
+          return Reply(call, resp);
+        });
 
-    Add<wire::ResetRequest>(wire::kReset, [this](net::RpcCall& call, const wire::ResetRequest& req) {
-      OL_RETURN_IF_ERROR(pool_.Reset(Ref(req.ns())));
-      return Reply(call, wire::ResetResponse());
-    });
+    Add<wire::ResetRequest>(wire::kReset,
+                            [this](net::RpcCall& call, const wire::ResetRequest& req) {
+                              OL_RETURN_IF_ERROR(pool_.Reset(Ref(req.ns())));
+                              return Reply(call, wire::ResetResponse());
+                            });
 
     Add<wire::StatsRequest>(wire::kStats, [this](net::RpcCall& call, const wire::StatsRequest&) {
       wire::StatsResponse resp;
@@ -293,7 +301,8 @@ absl::StatusOr<std::unique_ptr<KvService>> KvService::Start(io::Runtime& runtime
   const uint64_t usable = options.slab_bytes > (2ull << 20) ? options.slab_bytes - (2ull << 20) : 0;
   while (options.segment_bytes > (1ull << 20) && usable / options.segment_bytes < 8) {
     // Halve, keeping whole MiB (so segments stay 4 KiB-aligned), never under 1 MiB.
-    options.segment_bytes = std::max<uint64_t>(1ull << 20, (options.segment_bytes / 2) & ~((1ull << 20) - 1));
+    options.segment_bytes =
+        std::max<uint64_t>(1ull << 20, (options.segment_bytes / 2) & ~((1ull << 20) - 1));
   }
   OL_ASSIGN_OR_RETURN(auto slab, SlabMapping::Create(options.slab_bytes, options.segment_bytes));
   std::unique_ptr<KvService> svc(new KvService());

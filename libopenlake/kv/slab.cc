@@ -10,6 +10,7 @@
 
 #include "common/strings.h"
 #include "net/frame.h"
+
 #include "openlake/status.h"
 
 namespace openlake::kv {
@@ -48,8 +49,8 @@ absl::StatusOr<std::unique_ptr<SlabMapping>> SlabMapping::Create(uint64_t total_
   }
   const uint64_t seg_off = layout::kSegmentAlign;
   if (total_bytes < seg_off + segment_bytes) {
-    return absl::InvalidArgumentError(StrCat("a slab of ", total_bytes,
-                                             " bytes cannot hold one segment of ", segment_bytes));
+    return absl::InvalidArgumentError(
+        StrCat("a slab of ", total_bytes, " bytes cannot hold one segment of ", segment_bytes));
   }
   const uint64_t count = (total_bytes - seg_off) / segment_bytes;
   const uint64_t size = seg_off + count * segment_bytes;
@@ -81,10 +82,10 @@ absl::StatusOr<std::unique_ptr<SlabMapping>> SlabMapping::Create(uint64_t total_
   h->segment_count = static_cast<uint32_t>(count);
   h->owner_pid = static_cast<uint32_t>(getpid());
   net::RandomBytes(&h->instance_id, sizeof(h->instance_id));
-  h->created_unix_ms = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::system_clock::now().time_since_epoch())
-          .count());
+  h->created_unix_ms =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count());
   // The magic last: a header is valid only once everything else is in place.
   std::atomic_thread_fence(std::memory_order_release);
   h->magic = layout::kSlabMagic;

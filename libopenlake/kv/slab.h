@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+
 #include "kv/layout.h"
 
 namespace openlake::kv {

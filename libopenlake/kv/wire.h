@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "kv/kv.pb.h"
+
 #include "openlake/kv/types.h"
 
 namespace openlake::kv::wire {

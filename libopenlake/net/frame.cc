@@ -1,4 +1,3 @@
-#include "common/strings.h"
 #include "net/frame.h"
 
 #include <openssl/crypto.h>
@@ -7,6 +6,9 @@
 
 #include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
+
+#include "common/strings.h"
+
 #include "openlake/log.h"
 
 namespace openlake::net {
@@ -76,8 +78,8 @@ std::string EncodeHello(bool auth_required, const uint8_t nonce[kNonceBytes],
   return out;
 }
 
-absl::Status DecodeHello(std::string_view payload, bool* auth_required,
-                         uint8_t nonce[kNonceBytes], std::string* version) {
+absl::Status DecodeHello(std::string_view payload, bool* auth_required, uint8_t nonce[kNonceBytes],
+                         std::string* version) {
   if (payload.size() < 1 + kNonceBytes || payload.size() > 1 + kNonceBytes + 256) {
     return absl::InvalidArgumentError("malformed hello from server");
   }

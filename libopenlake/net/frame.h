@@ -54,8 +54,8 @@ absl::Status DecodeHeader(const char* in, uint32_t max_length, FrameHeader* h);
 // Hello payload: [auth_required u8][nonce 32][version bytes...].
 std::string EncodeHello(bool auth_required, const uint8_t nonce[kNonceBytes],
                         std::string_view version);
-absl::Status DecodeHello(std::string_view payload, bool* auth_required,
-                         uint8_t nonce[kNonceBytes], std::string* version);
+absl::Status DecodeHello(std::string_view payload, bool* auth_required, uint8_t nonce[kNonceBytes],
+                         std::string* version);
 
 // HMAC-SHA256(secret, "openlake-rpc-v1" || nonce): the auth frame's payload.
 std::string AuthMac(std::string_view secret, const uint8_t nonce[kNonceBytes]);

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/strings.h"
 #include "absl/strings/str_cat.h"
+
+#include "common/strings.h"
 #include "net/frame.h"
+
 #include "openlake/log.h"
 #include "openlake/net/rpc.h"
 #include "openlake/status.h"
@@ -25,8 +27,7 @@ int PollMs(absl::Time deadline) {
 absl::Status CodeStatus(uint32_t code, std::string_view message) {
   if (code == 0) return absl::OkStatus();
   if (code > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated)) {
-    return absl::InternalError(StrCat("server answered unknown status code ", code, ": ",
-                                            message));
+    return absl::InternalError(StrCat("server answered unknown status code ", code, ": ", message));
   }
   return absl::Status(static_cast<absl::StatusCode>(code), AV(message));
 }
@@ -91,13 +92,13 @@ absl::Status RpcClient::Handshake(const RpcClientOptions& options) {
   }
   bool auth_required = false;
   uint8_t nonce[kNonceBytes];
-  OL_RETURN_IF_ERROR(DecodeHello(std::string_view(frame).substr(kFrameHeaderBytes),
-                                 &auth_required, nonce, &server_version_));
+  OL_RETURN_IF_ERROR(DecodeHello(std::string_view(frame).substr(kFrameHeaderBytes), &auth_required,
+                                 nonce, &server_version_));
   if (!auth_required) return absl::OkStatus();
   if (options.secret.empty()) {
     Broken(absl::PermissionDeniedError("no secret"));
-    return absl::PermissionDeniedError(StrCat(
-        addr_.ToString(), " requires the cluster's shared secret and none was given"));
+    return absl::PermissionDeniedError(
+        StrCat(addr_.ToString(), " requires the cluster's shared secret and none was given"));
   }
   FrameHeader auth;
   auth.type = FrameType::kAuth;
@@ -123,7 +124,8 @@ absl::Status RpcClient::SendAll(const std::string& bytes) {
   const absl::Time deadline = absl::Now() + options_.call_timeout;
   size_t off = 0;
   while (off < bytes.size()) {
-    const ssize_t n = send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n =
+        send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       off += static_cast<size_t>(n);
       continue;
@@ -276,9 +278,10 @@ std::vector<absl::StatusOr<RpcClient::Response>> RpcClient::CallMany(
   std::vector<uint64_t> ids;
   for (const Request& r : requests) {
     if (r.payload.size() > options_.max_frame_bytes) {
-      out.assign(requests.size(), absl::InvalidArgumentError(StrCat(
-                                      "request of ", r.payload.size(),
-                                      " bytes exceeds the frame limit of ", options_.max_frame_bytes)));
+      out.assign(requests.size(),
+                 absl::InvalidArgumentError(StrCat("request of ", r.payload.size(),
+                                                   " bytes exceeds the frame limit of ",
+                                                   options_.max_frame_bytes)));
       return out;
     }
     FrameHeader h;

@@ -3,10 +3,12 @@
 
 #include <deque>
 
-#include "common/strings.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+
+#include "common/strings.h"
 #include "net/frame.h"
+
 #include "openlake/log.h"
 #include "openlake/net/rpc.h"
 #include "openlake/status.h"
@@ -36,7 +38,9 @@ class RpcServer::Impl {
     bool multishot = true;
     bool closed = false;
     bool armed = false;
-    void Complete(int32_t res, uint32_t flags) noexcept override { impl->OnAccept(this, res, flags); }
+    void Complete(int32_t res, uint32_t flags) noexcept override {
+      impl->OnAccept(this, res, flags);
+    }
   };
 
   // ---- Connections
@@ -138,15 +142,15 @@ void RpcServer::Impl::OnAccept(Listener* l, int32_t res, uint32_t flags) {
     l->multishot = false;  // kernel without multishot accept
   } else if (res < 0) {
     if (!l->closed && res != -ECANCELED) {
-      OL_LOG_EVERY_N_SEC(kWarning, 5) << "accept on " << l->addr.ToString() << ": "
-                                      << ErrnoStatus(res, "accept").message();
+      OL_LOG_EVERY_N_SEC(kWarning, 5)
+          << "accept on " << l->addr.ToString() << ": " << ErrnoStatus(res, "accept").message();
     }
   } else {
     const int fd = res;
     if (l->closed || stopping_ || conns_.size() >= opts_.max_connections) {
       if (!l->closed && !stopping_) {
-        OL_LOG_EVERY_N_SEC(kWarning, 5) << "refusing connection on " << l->addr.ToString()
-                                        << ": " << conns_.size() << " connections open";
+        OL_LOG_EVERY_N_SEC(kWarning, 5) << "refusing connection on " << l->addr.ToString() << ": "
+                                        << conns_.size() << " connections open";
       }
       close(fd);
     } else {
@@ -292,9 +296,8 @@ void RpcServer::Impl::HandleFrame(Connection* c, const FrameHeader& h, std::stri
     return;
   }
   if (h.type != FrameType::kRequest) {
-    return CloseConn(c, StrCat("unexpected frame type ", static_cast<int>(h.type),
-                                     " from a client"),
-                     true);
+    return CloseConn(
+        c, StrCat("unexpected frame type ", static_cast<int>(h.type), " from a client"), true);
   }
   if (!c->info.authenticated) {
     if (owner_) ++owner_->counters_.auth_failures;
@@ -452,7 +455,7 @@ RpcServer::RpcServer(io::Reactor& reactor, RpcServerOptions options)
     : reactor_(reactor), impl_(std::make_unique<Impl>(this, reactor, std::move(options))) {}
 
 absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Create(io::Reactor& reactor,
-                                                              RpcServerOptions options) {
+                                                             RpcServerOptions options) {
   if (io::Reactor::Current() != &reactor) {
     return absl::FailedPreconditionError("RpcServer::Create must run on its reactor's thread");
   }
@@ -490,9 +493,9 @@ absl::StatusOr<io::SocketAddress> RpcServer::Listen(const io::SocketAddress& add
   if (impl_->stopping_) return absl::FailedPreconditionError("server is stopping");
   const bool loopback = addr.IsLoopback();
   if (!loopback && impl_->opts_.secret.empty()) {
-    return absl::FailedPreconditionError(StrCat(
-        "refusing to listen on ", addr.ToString(),
-        ": it is beyond loopback and no shared secret is configured (set rpc_secret)"));
+    return absl::FailedPreconditionError(
+        StrCat("refusing to listen on ", addr.ToString(),
+               ": it is beyond loopback and no shared secret is configured (set rpc_secret)"));
   }
   OL_ASSIGN_OR_RETURN(int fd, io::Listen(addr, options));
   auto bound = io::LocalAddress(fd);
@@ -599,7 +602,8 @@ void RpcCall::RespondError(const absl::Status& status) {
 void RpcCall::RespondWithFd(std::string payload, int fd) {
   if (responded_) return;
   responded_ = true;
-  if (alive_.lock()) server_->SendResponse(conn_id_, request_id_, method_, 0, std::move(payload), fd);
+  if (alive_.lock())
+    server_->SendResponse(conn_id_, request_id_, method_, 0, std::move(payload), fd);
 }
 
 }  // namespace openlake::net

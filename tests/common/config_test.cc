@@ -1,9 +1,9 @@
+#include "openlake/config.h"
+
 #include <fstream>
 #include <sstream>
 
 #include <catch2/catch.hpp>
-
-#include "openlake/config.h"
 
 using openlake::Config;
 using openlake::ParseConfig;

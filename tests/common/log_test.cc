@@ -1,10 +1,11 @@
+#include "openlake/log.h"
+
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
-#include "openlake/log.h"
 #include "openlake/status.h"
 
 namespace {

@@ -1,15 +1,15 @@
+#include "openlake/metrics.h"
+
 #include <thread>
 
 #include <catch2/catch.hpp>
-
-#include "openlake/metrics.h"
 
 using openlake::HistogramSnapshot;
 using openlake::MetricsRegistry;
 
 TEST_CASE("bucket edges are monotonic and contain their values", "[metrics]") {
-  for (uint64_t v : {0ull, 1ull, 7ull, 8ull, 9ull, 15ull, 16ull, 100ull, 1000ull, 123456789ull,
-                     ~0ull}) {
+  for (uint64_t v :
+       {0ull, 1ull, 7ull, 8ull, 9ull, 15ull, 16ull, 100ull, 1000ull, 123456789ull, ~0ull}) {
     const int b = MetricsRegistry::BucketOf(v);
     REQUIRE(b >= 0);
     REQUIRE(b < openlake::kHistogramBuckets);

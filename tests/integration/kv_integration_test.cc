@@ -15,9 +15,9 @@
 
 #include <catch2/catch.hpp>
 
+#include "../io/test_util.h"
 #include "../kv/kv_test_util.h"
 
-#include "../io/test_util.h"
 #include "openlake/config.h"
 #include "openlake/io/socket.h"
 #include "openlake/kv/client.h"
@@ -87,15 +87,17 @@ class Daemon {
       execv(cargv[0], cargv.data());
       _exit(127);
     }
-    const bool up = WaitFor([&] {
-      int status;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        exit_status_ = status;
-        pid_ = -1;
-        return true;
-      }
-      return Output().find("KV pool:") != std::string::npos;
-    }, 20);
+    const bool up = WaitFor(
+        [&] {
+          int status;
+          if (waitpid(pid_, &status, WNOHANG) == pid_) {
+            exit_status_ = status;
+            pid_ = -1;
+            return true;
+          }
+          return Output().find("KV pool:") != std::string::npos;
+        },
+        20);
     if (!up || pid_ < 0) return false;
     std::smatch m;
     const std::string out = Output();
@@ -148,8 +150,8 @@ std::string KvConfig(const TempDir& dir, uint16_t port, double capacity_gb, int 
                      const std::string& extra = "") {
   std::ostringstream c;
   c << "mode = \"kv\"\nrpc_addr = \"127.0.0.1:" << port << "\"\n"
-    << "kv_socket = \"" << dir.File("sock/kv.sock") << "\"\n" << extra
-    << "[kv_slab]\ncapacity_gb = " << capacity_gb << "\nsegment_mb = " << segment_mb
+    << "kv_socket = \"" << dir.File("sock/kv.sock") << "\"\n"
+    << extra << "[kv_slab]\ncapacity_gb = " << capacity_gb << "\nsegment_mb = " << segment_mb
     << "\nreserve_ttl_secs = 60\n";
   return c.str();
 }
@@ -243,8 +245,7 @@ TEST_CASE("upstream's kv_local.toml runs as is", "[integration]") {
   CHECK(d.Stop() == 0);
 }
 
-TEST_CASE("two client processes put and get concurrently, every byte verified",
-          "[integration]") {
+TEST_CASE("two client processes put and get concurrently, every byte verified", "[integration]") {
   TempDir dir;
   Daemon d(KvConfig(dir, FreePort(), 0.5));
   REQUIRE(d.Start(dir.path()));
@@ -340,7 +341,7 @@ TEST_CASE("a client killed with SIGKILL gives back its reservations and pins", "
     std::vector<BlockKey> keys;
     for (int i = 0; i < 10; ++i) keys.push_back(KeyOf(9, i));
     if (!(*c)->Put(ns, keys, src).ok()) _exit(2);
-    if ((*c)->Lookup(ns, keys)->size() != 10) _exit(3);    // 10 pins
+    if ((*c)->Lookup(ns, keys)->size() != 10) _exit(3);      // 10 pins
     if ((*c)->Reserve(ns, 5, false)->size() != 5) _exit(4);  // 5 reservations
     (void)!write(ready[1], "R", 1);
     pause();
@@ -437,7 +438,7 @@ TEST_CASE("garbage on a socket drops that connection only", "[integration]") {
   REQUIRE(d.Start(dir.path()));
   auto good = Connect(d.tcp());
   auto ns = *good->OpenNamespace("g", Fp(), 4096);
-  for (const std::string target : {d.tcp(), "unix:" + d.unix_socket()}) {
+  for (const std::string& target : {d.tcp(), "unix:" + d.unix_socket()}) {
     auto fd = openlake::io::Connect(*openlake::io::SocketAddress::Parse(target), absl::Seconds(2));
     REQUIRE(fd.ok());
     const std::string junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(100, '\xff');
@@ -462,8 +463,7 @@ TEST_CASE("bad configurations are refused with a precise message", "[integration
   {
     Daemon d("mode = \"kv\"\nrpc_addr = 9400\n");
     CHECK(d.RunToExit(dir.path()) == 2);
-    CHECK(d.Output().find("openlake.toml:2: key 'rpc_addr' must be a string") !=
-          std::string::npos);
+    CHECK(d.Output().find("openlake.toml:2: key 'rpc_addr' must be a string") != std::string::npos);
   }
   {
     Daemon d(KvConfig(dir, FreePort(), 1000));
@@ -472,8 +472,9 @@ TEST_CASE("bad configurations are refused with a precise message", "[integration
   }
   {
     // Beyond loopback without a secret: refused before anything listens.
-    Daemon d("mode = \"kv\"\nrpc_addr = \"0.0.0.0:" + std::to_string(FreePort()) + "\"\nkv_socket = \"" +
-             dir.File("s/kv.sock") + "\"\n[kv_slab]\ncapacity_gb = 0.0625\n");
+    Daemon d("mode = \"kv\"\nrpc_addr = \"0.0.0.0:" + std::to_string(FreePort()) +
+             "\"\nkv_socket = \"" + dir.File("s/kv.sock") +
+             "\"\n[kv_slab]\ncapacity_gb = 0.0625\n");
     CHECK(d.RunToExit(dir.path()) == 1);
     CHECK(d.Output().find("no shared secret is configured") != std::string::npos);
   }
@@ -484,9 +485,10 @@ TEST_CASE("bad configurations are refused with a precise message", "[integration
 TEST_CASE("beyond loopback, clients must present rpc_secret", "[integration][auth]") {
   const int rc = openlake::testing::RunInPrivateNetwork([] {
     TempDir dir;
-    const std::string cfg = "mode = \"kv\"\nrpc_addr = \"0.0.0.0:9411\"\nrpc_secret = \"s3cr3t\"\n"
-                            "kv_socket = \"" + dir.File("s/kv.sock") +
-                            "\"\n[kv_slab]\ncapacity_gb = 0.0625\nsegment_mb = 4\n";
+    const std::string cfg =
+        "mode = \"kv\"\nrpc_addr = \"0.0.0.0:9411\"\nrpc_secret = \"s3cr3t\"\n"
+        "kv_socket = \"" +
+        dir.File("s/kv.sock") + "\"\n[kv_slab]\ncapacity_gb = 0.0625\nsegment_mb = 4\n";
     Daemon d(cfg);
     if (!d.Start(dir.path())) return 10;
     ClientOptions none;

@@ -1,3 +1,5 @@
+#include "openlake/io/file.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -9,8 +11,8 @@
 #include <catch2/catch.hpp>
 
 #include "io/test_util.h"
+
 #include "openlake/io/buffer.h"
-#include "openlake/io/file.h"
 
 using openlake::io::AlignedBuffer;
 using openlake::io::File;
@@ -20,7 +22,8 @@ using openlake::testing::TempDir;
 
 namespace {
 // Runs one asynchronous I/O on reactor 0 and returns its result.
-int32_t RunIo(openlake::io::Runtime& rt, std::function<void(Reactor&, openlake::io::Completion*)> op) {
+int32_t RunIo(openlake::io::Runtime& rt,
+              std::function<void(Reactor&, openlake::io::Completion*)> op) {
   std::promise<int32_t> p;
   rt.Post(0, [&] {
     Reactor& r = *Reactor::Current();
@@ -62,18 +65,14 @@ TEST_CASE("aligned I/O goes O_DIRECT, unaligned falls back to buffered", "[io][f
 
   // Unaligned read (buffered) of an odd range sees the same bytes.
   std::vector<char> odd(1001);
-  REQUIRE(RunIo(*rt, [&](Reactor& r, auto* c) {
-            f->Read(r, odd.data(), 1001, 12345, c);
-          }) == 1001);
+  REQUIRE(RunIo(*rt, [&](Reactor& r, auto* c) { f->Read(r, odd.data(), 1001, 12345, c); }) == 1001);
   CHECK(std::memcmp(odd.data(), wbuf.data() + 12345, 1001) == 0);
 
   // Unaligned write then aligned (direct) read: the kernel keeps them coherent.
   const char msg[] = "hello, page cache";
   REQUIRE(RunIo(*rt, [&](Reactor& r, auto* c) { f->Write(r, msg, sizeof(msg), 4096 + 5, c); }) ==
           sizeof(msg));
-  REQUIRE(RunIo(*rt, [&](Reactor& r, auto* c) {
-            f->Read(r, rbuf.data(), 4096, 4096, c);
-          }) == 4096);
+  REQUIRE(RunIo(*rt, [&](Reactor& r, auto* c) { f->Read(r, rbuf.data(), 4096, 4096, c); }) == 4096);
   CHECK(std::memcmp(rbuf.data() + 5, msg, sizeof(msg)) == 0);
 
   CHECK(f->Size().value() == 64 << 10);

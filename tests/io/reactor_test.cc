@@ -1,3 +1,5 @@
+#include "openlake/io/reactor.h"
+
 #include <sched.h>
 
 #include <atomic>
@@ -7,7 +9,6 @@
 #include <catch2/catch.hpp>
 
 #include "io/test_util.h"
-#include "openlake/io/reactor.h"
 
 using openlake::io::Reactor;
 using openlake::io::Task;
@@ -41,11 +42,14 @@ TEST_CASE("each reactor is pinned to its own CPU", "[io][reactor]") {
     int on = -1;
     cpu_set_t set;
     int count = 0;
-    REQUIRE((*rt)->RunOn(i, [&] {
-      on = sched_getcpu();
-      sched_getaffinity(0, sizeof(set), &set);
-      count = CPU_COUNT(&set);
-    }).ok());
+    REQUIRE((*rt)
+                ->RunOn(i,
+                        [&] {
+                          on = sched_getcpu();
+                          sched_getaffinity(0, sizeof(set), &set);
+                          count = CPU_COUNT(&set);
+                        })
+                .ok());
     CHECK(on == cpus[i]);
     CHECK(count == 1);
     CHECK((*rt)->reactor(i).cpu() == cpus[i]);
@@ -65,15 +69,15 @@ TEST_CASE("timers fire in deadline order and can be cancelled", "[io][timer]") {
   std::vector<int> order;
   const auto t0 = std::chrono::steady_clock::now();
   REQUIRE(rt->RunOn(0, [&] {
-    Reactor& r = *Reactor::Current();
-    r.After(absl::Milliseconds(30), [&] { order.push_back(3); });
-    r.After(absl::Milliseconds(10), [&] { order.push_back(1); });
-    auto cancelled = r.After(absl::Milliseconds(20), [&] { order.push_back(99); });
-    r.After(absl::Milliseconds(20), [&] { order.push_back(2); });
-    CHECK(r.CancelTimer(cancelled));
-    CHECK(!r.CancelTimer(cancelled));
-    r.After(absl::Milliseconds(40), [&] { done.set_value(order); });
-  }).ok());
+              Reactor& r = *Reactor::Current();
+              r.After(absl::Milliseconds(30), [&] { order.push_back(3); });
+              r.After(absl::Milliseconds(10), [&] { order.push_back(1); });
+              auto cancelled = r.After(absl::Milliseconds(20), [&] { order.push_back(99); });
+              r.After(absl::Milliseconds(20), [&] { order.push_back(2); });
+              CHECK(r.CancelTimer(cancelled));
+              CHECK(!r.CancelTimer(cancelled));
+              r.After(absl::Milliseconds(40), [&] { done.set_value(order); });
+            }).ok());
   auto fut = done.get_future();
   REQUIRE(fut.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
   CHECK(fut.get() == std::vector<int>{1, 2, 3});
@@ -137,16 +141,16 @@ TEST_CASE("a full queue answers false and leaves the task to the sender", "[io][
   int accepted = 0;
   bool refused_kept = false;
   REQUIRE(rt->RunOn(0, [&] {
-    Reactor& r = *Reactor::Current();
-    for (int i = 0; i < 10; ++i) {
-      Task t = [&ran] { ++ran; };
-      if (r.TrySendTo(1, t)) {
-        ++accepted;
-      } else {
-        refused_kept = static_cast<bool>(t);
-      }
-    }
-  }).ok());
+              Reactor& r = *Reactor::Current();
+              for (int i = 0; i < 10; ++i) {
+                Task t = [&ran] { ++ran; };
+                if (r.TrySendTo(1, t)) {
+                  ++accepted;
+                } else {
+                  refused_kept = static_cast<bool>(t);
+                }
+              }
+            }).ok());
   CHECK(accepted == 4);
   CHECK(refused_kept);
   unblock.set_value();
@@ -159,10 +163,12 @@ TEST_CASE("stop runs AtStop hooks on the reactor, then AtExit after the ring is 
   REQUIRE(rt);
   std::vector<std::string> events;
   REQUIRE(rt->RunOn(0, [&] {
-    Reactor& r = *Reactor::Current();
-    r.AtStop([&] { events.push_back(Reactor::Current() ? "stop-on-reactor" : "stop-elsewhere"); });
-    r.AtExit([&] { events.push_back("exit"); });
-  }).ok());
+              Reactor& r = *Reactor::Current();
+              r.AtStop([&] {
+                events.push_back(Reactor::Current() ? "stop-on-reactor" : "stop-elsewhere");
+              });
+              r.AtExit([&] { events.push_back("exit"); });
+            }).ok());
   rt->Stop();
   CHECK(events == std::vector<std::string>{"stop-on-reactor", "exit"});
   rt->Stop();  // idempotent

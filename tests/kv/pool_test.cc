@@ -1,11 +1,11 @@
+#include "kv/pool.h"
+
 #include <map>
 #include <random>
 
 #include <catch2/catch.hpp>
 
 #include "kv/kv_test_util.h"
-
-#include "kv/pool.h"
 #include "kv/slab.h"
 
 using openlake::kv::BlockKey;
@@ -25,7 +25,9 @@ LayoutFingerprint Fp(std::string dtype = "bfloat16") {
   return openlake::testing::TestFingerprint(std::move(dtype));
 }
 
-BlockKey Key(int i, const std::string& prefix = "k") { return BlockKey(prefix + std::to_string(i)); }
+BlockKey Key(int i, const std::string& prefix = "k") {
+  return BlockKey(prefix + std::to_string(i));
+}
 NsRef Ref(const Namespace& ns) { return NsRef{ns.id, ns.digest}; }
 
 // A small slab (`segments` segments of 1 MiB) and a pool over it.
@@ -84,7 +86,8 @@ TEST_CASE("reserve, commit, lookup, release", "[kv][pool]") {
   // Reserved but uncommitted: invisible.
   CHECK(env.pool->Lookup(2, Ref(ns), env.Keys(0, 1), 0)->empty());
   std::vector<Pool::CommitEntry> e;
-  for (int i = 0; i < 10; ++i) e.push_back({(*g)[i].slot, Key(i), 1000u + i, static_cast<uint32_t>(i)});
+  for (int i = 0; i < 10; ++i)
+    e.push_back({(*g)[i].slot, Key(i), 1000u + i, static_cast<uint32_t>(i)});
   REQUIRE(env.pool->Commit(1, Ref(ns), e, 0).ok());
   auto hits = env.pool->Lookup(2, Ref(ns), env.Keys(0, 10), 0);
   REQUIRE(hits.ok());
@@ -367,7 +370,7 @@ TEST_CASE("storm: random operations keep every invariant and never serve a wrong
   for (int op = 0; op < 40000; ++op) {
     now += static_cast<int64_t>(rng() % (kSec / 10));
     const uint64_t session = 1 + rng() % 5;
-    const size_t which = rng() % 2;
+    const auto which = static_cast<uint32_t>(rng() % 2);
     const Namespace& n = ns[which];
     switch (rng() % 7) {
       case 0:

@@ -1,3 +1,5 @@
+#include "openlake/kv/service.h"
+
 #include <unistd.h>
 
 #include <cstring>
@@ -5,12 +7,11 @@
 
 #include <catch2/catch.hpp>
 
+#include "io/test_util.h"
 #include "kv/kv_test_util.h"
 
-#include "io/test_util.h"
 #include "openlake/checksum.h"
 #include "openlake/kv/client.h"
-#include "openlake/kv/service.h"
 
 using namespace openlake::kv;
 using openlake::testing::TempDir;
@@ -72,7 +73,8 @@ TEST_CASE("a local client moves to the unix socket, maps the slab, round-trips b
   REQUIRE(ns.ok());
   std::mt19937_64 rng(1);
   std::vector<std::vector<uint8_t>> data(32, std::vector<uint8_t>(block));
-  for (auto& d : data) for (auto& b : d) b = static_cast<uint8_t>(rng());
+  for (auto& d : data)
+    for (auto& b : d) b = static_cast<uint8_t>(rng());
   std::vector<const void*> src;
   for (auto& d : data) src.push_back(d.data());
   auto keys = Keys(32, "h");
@@ -91,8 +93,9 @@ TEST_CASE("a local client moves to the unix socket, maps the slab, round-trips b
   CHECK(same_bytes);
 
   // Pieces: stored in three pieces, read back in two.
-  std::vector<std::vector<ConstPiece>> in3 = {
-      {{data[0].data(), 1000}, {data[0].data() + 1000, 30000}, {data[0].data() + 31000, block - 31000}}};
+  std::vector<std::vector<ConstPiece>> in3 = {{{data[0].data(), 1000},
+                                               {data[0].data() + 1000, 30000},
+                                               {data[0].data() + 31000, block - 31000}}};
   auto k = Keys(1, "pieces");
   REQUIRE(c->Put(*ns, k, in3)->stored == 1);
   std::vector<uint8_t> a(5), b(block - 5);
@@ -157,8 +160,8 @@ TEST_CASE("a corrupted block is detected and not served", "[kv][service]") {
   auto got = c->Get(ns, keys, dst);
   REQUIRE(got.ok());
   CHECK(got->loaded == 1);
-  CHECK(got->state == std::vector<BlockState>{BlockState::kLoaded, BlockState::kCorrupt,
-                                              BlockState::kLoaded});
+  CHECK(got->state ==
+        std::vector<BlockState>{BlockState::kLoaded, BlockState::kCorrupt, BlockState::kLoaded});
 }
 
 TEST_CASE("a client without the slab can still do control calls", "[kv][service]") {

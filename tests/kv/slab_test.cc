@@ -1,3 +1,5 @@
+#include "kv/slab.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -8,7 +10,6 @@
 #include <catch2/catch.hpp>
 
 #include "kv/layout.h"
-#include "kv/slab.h"
 
 using openlake::kv::SlabMapping;
 using openlake::kv::ValidateSlabHeader;

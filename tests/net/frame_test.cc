@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "net/frame.h"
+
+#include <catch2/catch.hpp>
 
 using namespace openlake::net;
 

@@ -1,3 +1,5 @@
+#include "openlake/net/rpc.h"
+
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -9,7 +11,6 @@
 
 #include "io/test_util.h"
 #include "net/frame.h"
-#include "openlake/net/rpc.h"
 
 using openlake::io::Reactor;
 using openlake::io::SocketAddress;
@@ -33,34 +34,34 @@ struct Fixture {
     memfd = memfd_create("rpc-test", MFD_CLOEXEC);
     (void)!write(memfd, "through SCM_RIGHTS", 18);
     REQUIRE(rt);
-    REQUIRE(rt->RunOn(0, [&] {
-      server = *RpcServer::Create(rt->reactor(0), opts);
-      server->Register(kEcho, [](RpcCall c) { c.Respond(std::string(c.payload())); });
-      server->Register(kSlow, [](RpcCall c) {
-        auto held = std::make_shared<RpcCall>(std::move(c));
-        Reactor::Current()->After(absl::Milliseconds(300), [held] { held->Respond("late"); });
-      });
-      server->Register(kFd, [this](RpcCall c) { c.RespondWithFd("fd", memfd); });
-      server->Register(kFail, [](RpcCall c) {
-        c.RespondError(absl::NotFoundError("no such thing"));
-      });
-      server->OnDisconnect([this](const openlake::net::ConnectionInfo&) { ++disconnects; });
-    }).ok());
+    REQUIRE(
+        rt->RunOn(0, [&] {
+            server = *RpcServer::Create(rt->reactor(0), opts);
+            server->Register(kEcho, [](RpcCall c) { c.Respond(std::string(c.payload())); });
+            server->Register(kSlow, [](RpcCall c) {
+              auto held = std::make_shared<RpcCall>(std::move(c));
+              Reactor::Current()->After(absl::Milliseconds(300), [held] { held->Respond("late"); });
+            });
+            server->Register(kFd, [this](RpcCall c) { c.RespondWithFd("fd", memfd); });
+            server->Register(
+                kFail, [](RpcCall c) { c.RespondError(absl::NotFoundError("no such thing")); });
+            server->OnDisconnect([this](const openlake::net::ConnectionInfo&) { ++disconnects; });
+          }).ok());
   }
   ~Fixture() {
-    rt->RunOn(0, [&] { server.reset(); });
+    (void)rt->RunOn(0, [&] { server.reset(); });
     rt->Stop();
     close(memfd);
   }
   SocketAddress Listen(const std::string& addr) {
     absl::StatusOr<SocketAddress> bound;
-    rt->RunOn(0, [&] { bound = server->Listen(*SocketAddress::Parse(addr), {}); });
+    REQUIRE(rt->RunOn(0, [&] { bound = server->Listen(*SocketAddress::Parse(addr), {}); }).ok());
     REQUIRE(bound.ok());
     return *bound;
   }
   RpcServer::Counters counters() {
     RpcServer::Counters c;
-    rt->RunOn(0, [&] { c = server->counters(); });
+    REQUIRE(rt->RunOn(0, [&] { c = server->counters(); }).ok());
     return c;
   }
 };
@@ -108,7 +109,8 @@ TEST_CASE("pipelined requests are matched by id", "[net][rpc]") {
   Fixture f;
   auto c = Dial(f.Listen("127.0.0.1:0"));
   std::vector<std::string> payloads;
-  for (int i = 0; i < 200; ++i) payloads.push_back(std::string(static_cast<size_t>(i * 37), 'a' + i % 26));
+  for (int i = 0; i < 200; ++i)
+    payloads.push_back(std::string(static_cast<size_t>(i * 37), 'a' + i % 26));
   std::vector<RpcClient::Request> reqs;
   for (const auto& p : payloads) reqs.push_back({kEcho, p});
   // A slow one first: the answers come back out of order and are still matched.
@@ -187,7 +189,10 @@ TEST_CASE("listening beyond loopback needs a secret", "[net][rpc][auth]") {
   Fixture open;
   absl::StatusOr<SocketAddress> bound;
   // Refused before any socket exists, so this never listens beyond loopback.
-  open.rt->RunOn(0, [&] { bound = open.server->Listen(*SocketAddress::Parse("0.0.0.0:0"), {}); });
+  REQUIRE(
+      open.rt
+          ->RunOn(0, [&] { bound = open.server->Listen(*SocketAddress::Parse("0.0.0.0:0"), {}); })
+          .ok());
   CHECK(bound.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(std::string(bound.status().message()).find("rpc_secret") != std::string::npos);
 }

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+
 #include "openlake/config.h"
 #include "openlake/io/reactor.h"
 #include "openlake/io/socket.h"
@@ -114,7 +115,8 @@ int Run(const std::string& config_path) {
     }
     auto addr = openlake::io::SocketAddress::Parse(cfg.rpc_addr);
     if (!addr.ok()) {
-      std::fprintf(stderr, "openlaked: rpc_addr: %s\n", std::string(addr.status().message()).c_str());
+      std::fprintf(stderr, "openlaked: rpc_addr: %s\n",
+                   std::string(addr.status().message()).c_str());
       return 2;
     }
     openlake::kv::KvServiceOptions ko;
@@ -132,12 +134,12 @@ int Run(const std::string& config_path) {
       return 1;
     }
     kv = *std::move(svc);
-    std::printf("KV pool: tcp %s, unix %s; slab %s in shared memory (committed as used), "
-                "segments of %s, leases %u s%s\n",
-                kv->tcp_address().c_str(), kv->unix_socket().c_str(),
-                HumanBytes(kv->slab_bytes()).c_str(), HumanBytes(kv->segment_bytes()).c_str(),
-                cfg.kv_slab.reserve_ttl_secs,
-                addr->IsLoopback() ? "" : " (beyond loopback: clients must present rpc_secret)");
+    std::printf(
+        "KV pool: tcp %s, unix %s; slab %s in shared memory (committed as used), "
+        "segments of %s, leases %u s%s\n",
+        kv->tcp_address().c_str(), kv->unix_socket().c_str(), HumanBytes(kv->slab_bytes()).c_str(),
+        HumanBytes(kv->segment_bytes()).c_str(), cfg.kv_slab.reserve_ttl_secs,
+        addr->IsLoopback() ? "" : " (beyond loopback: clients must present rpc_secret)");
   }
   if (cfg.mode == openlake::Mode::kStorage) {
     std::printf("object store (S3 on %s over %zu drive folders): not part of this build yet\n",

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "openlake/export.h"
 
 namespace openlake {

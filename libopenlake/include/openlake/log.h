@@ -49,7 +49,8 @@ namespace internal {
 
 class OL_EXPORT LogMessage {
  public:
-  LogMessage(LogLevel level, const char* file, int line) : level_(level), file_(file), line_(line) {}
+  LogMessage(LogLevel level, const char* file, int line)
+      : level_(level), file_(file), line_(line) {}
   LogMessage(const LogMessage&) = delete;
   LogMessage& operator=(const LogMessage&) = delete;
   ~LogMessage();  // hands the line to the sink; aborts after a kFatal line
@@ -73,34 +74,32 @@ struct LogVoidify {
 }  // namespace internal
 }  // namespace openlake
 
-#define OL_LOG(level)                                                                      \
-  !(::openlake::LogLevel::level >= ::openlake::MinLogLevel())                              \
-      ? (void)0                                                                            \
-      : ::openlake::internal::LogVoidify() &                                               \
+#define OL_LOG(level)                                                                         \
+  !(::openlake::LogLevel::level >= ::openlake::MinLogLevel())                                 \
+      ? (void)0                                                                               \
+      : ::openlake::internal::LogVoidify() &                                                  \
             ::openlake::internal::LogMessage(::openlake::LogLevel::level, __FILE__, __LINE__) \
                 .stream()
 
 // One statement (safe as the body of an unbraced if): the if-with-initializer holds the call
 // site's timestamp, and its own else keeps a following `else` bound to the caller's if.
-#define OL_LOG_EVERY_N_SEC(level, seconds)                                                   \
-  if (static std::atomic<int64_t> ol_log_last_{0};                                           \
-      !(::openlake::LogLevel::level >= ::openlake::MinLogLevel() &&                          \
-        ::openlake::internal::LogEveryNSec(ol_log_last_, (seconds)))) {                      \
-  } else                                                                                     \
-    ::openlake::internal::LogVoidify() &                                                     \
-        ::openlake::internal::LogMessage(::openlake::LogLevel::level, __FILE__, __LINE__)    \
-            .stream()
+#define OL_LOG_EVERY_N_SEC(level, seconds)                              \
+  if (static std::atomic<int64_t> ol_log_last_{0};                      \
+      !(::openlake::LogLevel::level >= ::openlake::MinLogLevel() &&     \
+        ::openlake::internal::LogEveryNSec(ol_log_last_, (seconds)))) { \
+  } else                                                                \
+    ::openlake::internal::LogVoidify() &                                \
+        ::openlake::internal::LogMessage(::openlake::LogLevel::level, __FILE__, __LINE__).stream()
 
 #define OL_LOG_CONCAT_INNER_(a, b) a##b
 #define OL_LOG_CONCAT_(a, b) OL_LOG_CONCAT_INNER_(a, b)
 
 // Invariants whose violation would corrupt data: log and abort, in every build.
-#define OL_CHECK(cond)                                                                     \
-  (cond) ? (void)0                                                                         \
-         : ::openlake::internal::LogVoidify() &                                            \
-               ::openlake::internal::LogMessage(::openlake::LogLevel::kFatal, __FILE__,     \
-                                                __LINE__)                                  \
-                       .stream()                                                           \
+#define OL_CHECK(cond)                                                                            \
+  (cond) ? (void)0                                                                                \
+         : ::openlake::internal::LogVoidify() &                                                   \
+               ::openlake::internal::LogMessage(::openlake::LogLevel::kFatal, __FILE__, __LINE__) \
+                       .stream()                                                                  \
                    << "check failed: " #cond " "
 
 // Programmer errors checked in debug and sanitizer builds only.

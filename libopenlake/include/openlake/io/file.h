@@ -30,6 +30,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+
 #include "openlake/export.h"
 #include "openlake/io/reactor.h"
 

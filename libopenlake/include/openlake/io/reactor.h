@@ -46,6 +46,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
 #include "openlake/export.h"
 
 namespace openlake::io {

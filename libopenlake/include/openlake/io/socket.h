@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
 #include "openlake/export.h"
 
 namespace openlake::io {

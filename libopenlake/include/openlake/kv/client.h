@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+
 #include "openlake/export.h"
 #include "openlake/kv/types.h"
 
@@ -147,8 +148,7 @@ class OL_EXPORT Client {
                                                  bool allow_partial);
   absl::Status Commit(const Namespace& ns, absl::Span<const CommitEntry> entries);
   // Pins and returns the leading hits.
-  absl::StatusOr<std::vector<SlotHit>> Lookup(const Namespace& ns,
-                                              absl::Span<const BlockKey> keys);
+  absl::StatusOr<std::vector<SlotHit>> Lookup(const Namespace& ns, absl::Span<const BlockKey> keys);
   // Releases pins and unused reservations. With `wait` false the request is sent and its
   // answer read by a later call.
   absl::Status Release(absl::Span<const uint64_t> pinned, absl::Span<const uint64_t> reserved,

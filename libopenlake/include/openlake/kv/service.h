@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
 #include "openlake/export.h"
 #include "openlake/io/reactor.h"
 #include "openlake/kv/types.h"

@@ -98,18 +98,18 @@ struct PoolStats {
   uint64_t segment_bytes = 0;
   uint32_t segments_total = 0;
   uint32_t segments_used = 0;
-  uint64_t used_bytes = 0;      // committed blocks × their slot size
+  uint64_t used_bytes = 0;  // committed blocks × their slot size
   uint64_t committed_blocks = 0;
   uint64_t reserved_slots = 0;
   uint64_t pinned_slots = 0;
   uint64_t namespaces = 0;
   uint64_t sessions = 0;  // connected clients
   // Counters since start.
-  uint64_t lookups = 0;        // Lookup calls
+  uint64_t lookups = 0;  // Lookup calls
   uint64_t lookup_keys = 0;
-  uint64_t hits = 0;           // keys found by Lookup
-  uint64_t misses = 0;         // first missing key of each Lookup plus the keys after it
-  uint64_t commits = 0;        // blocks committed
+  uint64_t hits = 0;     // keys found by Lookup
+  uint64_t misses = 0;   // first missing key of each Lookup plus the keys after it
+  uint64_t commits = 0;  // blocks committed
   uint64_t evictions = 0;
   uint64_t expired_reservations = 0;
   uint64_t expired_pins = 0;

@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+
 #include "openlake/export.h"
 #include "openlake/io/reactor.h"
 #include "openlake/io/socket.h"

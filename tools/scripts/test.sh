@@ -1,0 +1,20 @@
+#!/bin/sh
+# `make test`: install what is missing, build, and run every test suite:
+#   unit and integration (build/), the benchmarks' smoke runs (suite bench), and the unit
+#   suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/).
+# OPENLAKE_SKIP_ASAN=1 skips the sanitizer build.
+set -eu
+cd "$(dirname "$0")/../.."
+tools/scripts/deps.sh
+
+start=$(date +%s)
+tools/scripts/build.sh build
+meson test -C build --suite unit --suite integration --suite bench --print-errorlogs \
+  --num-processes 2
+
+if [ "${OPENLAKE_SKIP_ASAN:-0}" != 1 ]; then
+  tools/scripts/build.sh build-asan -Dbench=false -Db_sanitize=address,undefined -Db_lundef=false
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    meson test -C build-asan --suite unit --suite integration --print-errorlogs --num-processes 2
+fi
+echo "openlake: every suite passed in $(( $(date +%s) - start )) s"
