@@ -26,8 +26,9 @@ class StderrSink : public LogSink {
     char stamp[32];
     strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm_utc);
     std::string_view file = r.file;
-    if (auto slash = file.rfind('/'); slash != std::string_view::npos)
+    if (auto slash = file.rfind('/'); slash != std::string_view::npos) {
       file.remove_prefix(slash + 1);
+    }
     // One fprintf per line: stdio locks the stream, so lines from threads do not interleave.
     std::fprintf(stderr, "%s.%03ldZ %s %.*s:%d] %.*s\n", stamp, ts.tv_nsec / 1000000,
                  LogLevelName(r.level).data(), static_cast<int>(file.size()), file.data(), r.line,

@@ -155,10 +155,11 @@ absl::Status AtomicWriteFileSync(const std::string& path, std::string_view data,
   while (st.ok() && done < data.size()) {
     const ssize_t n = write(fd, data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0)
+    if (n < 0) {
       st = ErrnoStatus(errno, StrCat("write ", tmp));
-    else
+    } else {
       done += static_cast<size_t>(n);
+    }
   }
   if (st.ok() && fsync(fd) != 0) st = ErrnoStatus(errno, StrCat("fsync ", tmp));
   close(fd);

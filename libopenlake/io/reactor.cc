@@ -145,6 +145,8 @@ absl::Status ReactorImpl::Init() {
   if (wake_fd_ < 0) return ErrnoStatus(errno, "eventfd");
   ArmWake();
   now_ns_ = MonotonicNs();
+  poll_window_ns_ = absl::ToInt64Nanoseconds(opts.poll_window);
+  submit_batch_ = opts.submit_batch;
   return absl::OkStatus();
 }
 
@@ -256,7 +258,10 @@ void ReactorImpl::FireTimers() {
   }
 }
 
-void ReactorImpl::Reap() {
+void ReactorImpl::Reap() { (void)ReapCount(); }
+
+unsigned ReactorImpl::ReapCount() {
+  unsigned total = 0;
   // Copy a batch of CQEs out and advance the ring before running any completion, so a
   // completion that submits (and so may flush task work) never races our walk of the CQ.
   struct Done {
@@ -273,14 +278,19 @@ void ReactorImpl::Reap() {
       batch[n++] = Done{static_cast<Completion*>(io_uring_cqe_get_data(cqe)), cqe->res, cqe->flags};
       if (n == 256) break;
     }
-    if (n == 0) return;
+    if (n == 0) return total;
+    total += n;
     io_uring_cq_advance(&ring_, n);
     stats_.reaped += n;
     for (unsigned i = 0; i < n; ++i) {
       if (!(batch[i].flags & IORING_CQE_F_MORE)) --in_flight_;
       batch[i].c->Complete(batch[i].res, batch[i].flags);
+      if (submit_batch_ != 0 && io_uring_sq_ready(&ring_) >= submit_batch_) {
+        const int s = io_uring_submit(&ring_);
+        if (s > 0) stats_.submitted += static_cast<uint64_t>(s);
+      }
     }
-    if (n < 256) return;
+    if (n < 256) return total;
   }
 }
 
@@ -290,7 +300,7 @@ void ReactorImpl::Run() {
     const int64_t t0 = MonotonicNs();
     now_ns_ = t0;
     ++stats_.iterations;
-    RunTasks();
+    if (RunTasks()) last_work_ns_ = t0;
     FireTimers();
     if (stop_requested_) {
       // Hooks may queue I/O (closing listeners): give it one non-blocking pass.
@@ -307,7 +317,9 @@ void ReactorImpl::Run() {
 
     bool block = false;
     __kernel_timespec ts{};
-    if (deferred_.empty()) {
+    // Poll instead of sleeping while work was recent (see RuntimeOptions::poll_window).
+    const bool polling = poll_window_ns_ > 0 && t0 - last_work_ns_ < poll_window_ns_;
+    if (deferred_.empty() && !polling) {
       sleeping_.store(true, std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_seq_cst);
       if (HasInput()) {
@@ -342,7 +354,7 @@ void ReactorImpl::Run() {
     const int64_t t2 = MonotonicNs();
     stats_.idle_ns += static_cast<uint64_t>(t2 - t1);
     now_ns_ = t2;
-    Reap();
+    if (ReapCount() > 0) last_work_ns_ = t2;
   }
   // Tasks posted while the stop request was in flight still run (RunOn waits for them); after
   // the inbox closes, Post refuses instead of queueing work that would never run.

@@ -43,6 +43,9 @@ class ReactorImpl {
   bool deferred_taskrun_ = false;
   int wake_fd_ = -1;
   int64_t now_ns_ = 0;
+  int64_t last_work_ns_ = 0;  // when the loop last had completions or tasks
+  int64_t poll_window_ns_ = 0;
+  unsigned submit_batch_ = 0;
   uint64_t in_flight_ = 0;
   bool stop_requested_ = false;
   Reactor::LoopStats stats_;
@@ -87,7 +90,8 @@ class ReactorImpl {
   void FreeNode(CallbackNode* n);
 
  private:
-  bool RunTasks();  // true when any task ran
+  bool RunTasks();       // true when any task ran
+  unsigned ReapCount();  // Reap, returning how many CQEs it handled
   void FireTimers();
   bool HasInput();
   void Reap();

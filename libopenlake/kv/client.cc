@@ -25,9 +25,13 @@ class Client::Impl {
 
   template <typename Resp>
   absl::StatusOr<Resp> Call(wire::Method m, const google::protobuf::MessageLite& req) {
-    std::string payload;
-    if (!req.SerializeToString(&payload)) return absl::InternalError("could not encode request");
-    OL_ASSIGN_OR_RETURN(net::RpcClient::Response r, rpc->Call(m, payload, options.call_timeout));
+    // Serialised straight into the request frame, after room for its header.
+    const size_t size = req.ByteSizeLong();
+    std::string frame(net::RpcClient::kHeadroom + size, '\0');
+    req.SerializeWithCachedSizesToArray(
+        reinterpret_cast<uint8_t*>(frame.data() + net::RpcClient::kHeadroom));
+    OL_ASSIGN_OR_RETURN(net::RpcClient::Response r,
+                        rpc->CallWithHeadroom(m, std::move(frame), options.call_timeout));
     if (r.fd >= 0) close(r.fd);
     Resp resp;
     OL_RETURN_IF_ERROR(wire::Parse(r.payload, &resp));
@@ -75,6 +79,7 @@ absl::StatusOr<std::unique_ptr<net::RpcClient>> Dial(std::string_view address,
   ro.secret = o.secret;
   ro.connect_timeout = o.connect_timeout;
   ro.call_timeout = o.call_timeout;
+  ro.spin = o.spin;
   return net::RpcClient::Connect(addr, ro);
 }
 
@@ -198,8 +203,7 @@ absl::Status Client::Commit(const Namespace& ns, absl::Span<const CommitEntry> e
   return impl_->Call<wire::CommitResponse>(wire::kCommit, req).status();
 }
 
-absl::StatusOr<std::vector<SlotHit>> Client::Lookup(const Namespace& ns,
-                                                    absl::Span<const BlockKey> keys) {
+absl::StatusOr<Pins> Client::Lookup(const Namespace& ns, absl::Span<const BlockKey> keys) {
   wire::LookupRequest req;
   Impl::SetRef(ns, req.mutable_ns());
   uint32_t key_len = 0;
@@ -211,18 +215,24 @@ absl::StatusOr<std::vector<SlotHit>> Client::Lookup(const Namespace& ns,
       static_cast<size_t>(n) > keys.size()) {
     return absl::InternalError("malformed Lookup answer");
   }
-  std::vector<SlotHit> out(static_cast<size_t>(n));
+  Pins out;
+  out.batch = resp.pin_batch();
+  out.hits.resize(static_cast<size_t>(n));
+  const uint64_t* slots = resp.slots().data();
+  const uint64_t* offsets = resp.offsets().data();
+  const uint64_t* generations = resp.generations().data();
+  const uint64_t* checksums = resp.checksums().data();
   for (int i = 0; i < n; ++i) {
-    out[i] = SlotHit{resp.slots(i), resp.offsets(i), resp.generations(i), resp.checksums(i)};
+    out.hits[i] = SlotHit{slots[i], offsets[i], generations[i], checksums[i]};
   }
   return out;
 }
 
-absl::Status Client::Release(absl::Span<const uint64_t> pinned, absl::Span<const uint64_t> reserved,
-                             bool wait) {
-  if (pinned.empty() && reserved.empty()) return absl::OkStatus();
+absl::Status Client::Release(absl::Span<const uint64_t> pin_batches,
+                             absl::Span<const uint64_t> reserved, bool wait) {
+  if (pin_batches.empty() && reserved.empty()) return absl::OkStatus();
   wire::ReleaseRequest req;
-  req.mutable_pinned()->Add(pinned.begin(), pinned.end());
+  req.mutable_pin_batches()->Add(pin_batches.begin(), pin_batches.end());
   req.mutable_reserved()->Add(reserved.begin(), reserved.end());
   if (!wait) {
     std::string payload;
@@ -314,12 +324,10 @@ absl::StatusOr<GetResult> Client::Get(const Namespace& ns, absl::Span<const Bloc
   GetResult result;
   result.state.assign(keys.size(), BlockState::kMissing);
   if (keys.empty()) return result;
-  OL_ASSIGN_OR_RETURN(std::vector<SlotHit> hits, Lookup(ns, keys));
-  std::vector<uint64_t> pinned;
-  pinned.reserve(hits.size());
+  OL_ASSIGN_OR_RETURN(Pins pins, Lookup(ns, keys));
+  const std::vector<SlotHit>& hits = pins.hits;
   bool prefix = true;
   for (size_t i = 0; i < hits.size(); ++i) {
-    pinned.push_back(hits[i].slot);
     auto src = impl_->BlockAt(hits[i].offset, ns.block_bytes);
     if (!src.ok()) {
       result.state[i] = BlockState::kCorrupt;
@@ -338,13 +346,15 @@ absl::StatusOr<GetResult> Client::Get(const Namespace& ns, absl::Span<const Bloc
       OL_LOG_EVERY_N_SEC(kWarning, 5) << "KV block " << i << " of namespace '" << ns.name
                                       << "' failed verification; not served";
     }
-    if (ok && prefix)
+    if (ok && prefix) {
       ++result.loaded;
-    else
+    } else {
       prefix = false;
+    }
   }
   // The answer is read by the next call; releasing never delays this one.
-  if (absl::Status st = Release(pinned, {}, /*wait=*/false); !st.ok()) {
+  if (absl::Status st = pins.batch ? Release({pins.batch}, {}, /*wait=*/false) : absl::OkStatus();
+      !st.ok()) {
     OL_LOG_EVERY_N_SEC(kWarning, 5) << "releasing KV pins: " << st.message();
   }
   return result;

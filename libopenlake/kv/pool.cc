@@ -134,7 +134,8 @@ void Pool::FormatSegment(uint32_t seg, int32_t cls) {
   s.free.clear();
   for (uint32_t i = s.slot_count; i-- > 0;) s.free.push_back(i);
   s.busy = 0;
-  s.touch = 0;
+  s.stamp = 0;
+  s.resident = true;
   auto* sh = reinterpret_cast<layout::SegmentHeader*>(layout::SegmentBase(base_, *header_, seg));
   sh->magic = layout::kSegmentMagic;
   sh->slot_count = s.slot_count;
@@ -156,22 +157,40 @@ void Pool::FormatSegment(uint32_t seg, int32_t cls) {
 void Pool::ReleaseSegment(uint32_t seg) {
   Segment& s = segments_[seg];
   SizeClass& c = classes_[s.cls];
-  c.segments.erase(std::find(c.segments.begin(), c.segments.end(), seg));
+  const auto pos = std::find(c.segments.begin(), c.segments.end(), seg) - c.segments.begin();
+  c.segments.erase(c.segments.begin() + pos);
+  // Keep the clock hand on the slot it was about to look at.
+  if (c.hand_seg > static_cast<size_t>(pos)) {
+    --c.hand_seg;
+  } else if (c.hand_seg == static_cast<size_t>(pos)) {
+    c.hand_idx = 0;
+  }
   s.cls = -1;
   s.free.clear();
   s.listed = false;
-  std::byte* base = layout::SegmentBase(base_, *header_, seg);
-  reinterpret_cast<layout::SegmentHeader*>(base)->magic = 0;
+  s.freed_ns = last_now_ns_;
+  reinterpret_cast<layout::SegmentHeader*>(layout::SegmentBase(base_, *header_, seg))->magic = 0;
   free_segments_.push_back(seg);
-  // Give the memory back: a pool that emptied (a Reset, a burst that ended) should not hold
-  // its high-water mark. A reader whose pin lapsed now sees zeroes and a generation of 0, which
-  // fail its checks.
-  if (!reclaiming_) madvise(base, header_->segment_bytes, MADV_REMOVE);
+}
+
+size_t Pool::TrimFreeSegments(int64_t now_ns) {
+  size_t trimmed = 0;
+  for (uint32_t seg : free_segments_) {
+    Segment& s = segments_[seg];
+    if (!s.resident || now_ns - s.freed_ns < options_.trim_after_ns) continue;
+    // The pool emptied (a Reset, a burst that ended): give the memory back rather than hold the
+    // high-water mark. A reader whose pin lapsed now sees zeroes and a generation of 0, which
+    // fail its checks.
+    madvise(layout::SegmentBase(base_, *header_, seg), header_->segment_bytes, MADV_REMOVE);
+    s.resident = false;
+    ++trimmed;
+  }
+  return trimmed;
 }
 
 uint64_t Pool::Obtainable(int32_t cls) const {
   const SizeClass& c = classes_[cls];
-  uint64_t n = c.lru_size + uint64_t{c.slots_per_segment} * free_segments_.size();
+  uint64_t n = c.evictable + uint64_t{c.slots_per_segment} * free_segments_.size();
   for (uint32_t seg : c.segments) n += segments_[seg].free.size();
   for (const Segment& s : segments_) {
     if (s.cls >= 0 && s.cls != cls && s.busy == 0) n += c.slots_per_segment;
@@ -201,7 +220,7 @@ uint64_t Pool::AcquireSlot(int32_t cls) {
   for (int pass = 0; pass < 4; ++pass) {
     // 1. A free slot in a segment of this class.
     if (uint64_t slot = PopFree(cls); slot != kNil) return slot;
-    // 2. A free segment.
+    // 2. A free segment (the most recently freed: its pages are likeliest still resident).
     if (!free_segments_.empty()) {
       const uint32_t seg = free_segments_.back();
       free_segments_.pop_back();
@@ -216,20 +235,40 @@ uint64_t Pool::AcquireSlot(int32_t cls) {
 
 bool Pool::EvictOne(int32_t cls) {
   SizeClass& c = classes_[cls];
+  if (c.evictable == 0 || c.segments.empty()) return false;
+  // The clock hand walks the class's slots in order; of the next `evict_sample` candidates it
+  // passes, the oldest goes, the deepest among equally old. At most one full turn: evictable > 0
+  // guarantees a candidate.
   uint64_t victim = kNil;
-  uint32_t best_depth = 0;
-  uint64_t cur = c.lru_head;
-  for (uint32_t n = 0; n < options_.evict_sample && cur != kNil; ++n) {
-    const SlotMeta* m = Meta(cur);
-    if (victim == kNil || m->depth > best_depth) {
-      victim = cur;
-      best_depth = m->depth;
+  const SlotMeta* best = nullptr;
+  uint32_t found = 0;
+  const uint64_t limit = uint64_t{c.slots_per_segment} * c.segments.size();
+  for (uint64_t scanned = 0; scanned < limit && found < options_.evict_sample;) {
+    if (c.hand_seg >= c.segments.size()) {
+      c.hand_seg = 0;
+      c.hand_idx = 0;
     }
-    cur = m->lru_next;
+    const uint32_t seg = c.segments[c.hand_seg];
+    Segment& s = segments_[seg];
+    if (c.hand_idx >= s.slot_count) {
+      ++c.hand_seg;
+      c.hand_idx = 0;
+      continue;
+    }
+    const uint32_t idx = c.hand_idx++;
+    ++scanned;
+    const SlotMeta& m = s.slots[idx];
+    if (m.state != State::kCommitted || m.pins != 0) continue;
+    ++found;
+    if (best == nullptr || m.stamp < best->stamp ||
+        (m.stamp == best->stamp && m.depth > best->depth)) {
+      best = &m;
+      victim = SlotId(seg, idx);
+    }
   }
   if (victim == kNil) return false;
   ++counters_.evictions;
-  Unbind(victim);  // unpinned (it was in the LRU), so the slot is free now
+  Unbind(victim);  // unpinned, so the slot is free now
   return true;
 }
 
@@ -238,19 +277,17 @@ bool Pool::ReclaimSegment(int32_t cls) {
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     const Segment& s = segments_[i];
     if (s.cls < 0 || s.cls == cls || s.busy != 0) continue;
-    if (best < 0 || s.touch < segments_[best].touch) best = i;
+    if (best < 0 || s.stamp < segments_[best].stamp) best = i;
   }
   if (best < 0) return false;
   const auto seg = static_cast<uint32_t>(best);
   Segment& s = segments_[seg];
-  reclaiming_ = true;
   for (uint32_t i = 0; i < s.slot_count && s.cls >= 0; ++i) {
     if (s.slots[i].state == State::kCommitted) {
       ++counters_.evictions;
       Unbind(SlotId(seg, i));  // the last one releases the segment to free_segments_
     }
   }
-  reclaiming_ = false;
   OL_CHECK(s.cls == -1) << "reclaimed segment " << seg << " still assigned";
   return true;
 }
@@ -280,47 +317,18 @@ void Pool::Unbind(uint64_t slot) {
   if (auto it = namespaces_.find(m->ns); it != namespaces_.end()) --it->second.blocks;
   --counters_.committed_blocks;
   Shm(slot)->state = layout::kSlotFree;
-  if (m->in_lru) LruRemove(slot);
   if (m->pins > 0) {
     m->state = State::kOrphan;  // readers keep it until they release
   } else {
+    --classes_[segments_[SegOf(slot)].cls].evictable;
     FreeSlot(slot);
   }
 }
 
-void Pool::LruRemove(uint64_t slot) {
-  SlotMeta* m = Meta(slot);
-  SizeClass& c = classes_[segments_[SegOf(slot)].cls];
-  if (m->lru_prev != kNil)
-    Meta(m->lru_prev)->lru_next = m->lru_next;
-  else
-    c.lru_head = m->lru_next;
-  if (m->lru_next != kNil)
-    Meta(m->lru_next)->lru_prev = m->lru_prev;
-  else
-    c.lru_tail = m->lru_prev;
-  m->lru_prev = m->lru_next = kNil;
-  m->in_lru = false;
-  --c.lru_size;
-}
-
-void Pool::LruPushTail(uint64_t slot) {
-  SlotMeta* m = Meta(slot);
-  SizeClass& c = classes_[segments_[SegOf(slot)].cls];
-  m->lru_prev = c.lru_tail;
-  m->lru_next = kNil;
-  if (c.lru_tail != kNil)
-    Meta(c.lru_tail)->lru_next = slot;
-  else
-    c.lru_head = slot;
-  c.lru_tail = slot;
-  m->in_lru = true;
-  ++c.lru_size;
-}
-
-void Pool::TouchSegment(uint64_t slot, uint64_t touch) {
+void Pool::Touch(SlotMeta* m, uint64_t slot, int64_t stamp) {
+  m->stamp = stamp;
   Segment& s = segments_[SegOf(slot)];
-  if (touch > s.touch) s.touch = touch;
+  if (stamp > s.stamp) s.stamp = stamp;
 }
 
 void Pool::Unpin(uint64_t slot) {
@@ -328,12 +336,18 @@ void Pool::Unpin(uint64_t slot) {
   OL_DCHECK(m->pins > 0);
   if (--m->pins > 0) return;
   --pinned_;
-  --segments_[SegOf(slot)].busy;
+  Segment& s = segments_[SegOf(slot)];
+  --s.busy;
   if (m->state == State::kCommitted) {
-    LruPushTail(slot);
+    ++classes_[s.cls].evictable;
   } else if (m->state == State::kOrphan) {
     FreeSlot(slot);
   }
+}
+
+void Pool::EndPins(Session& sess, PinBatch& batch) {
+  (void)sess;
+  for (uint64_t slot : batch.slots) Unpin(slot);
 }
 
 // ---- Operations ---------------------------------------------------------------------------------
@@ -349,6 +363,7 @@ absl::StatusOr<std::vector<Pool::Grant>> Pool::Reserve(uint64_t session, NsRef r
                                              " slots: the slab holds at most ", max_slots,
                                              " blocks of this size"));
   }
+  last_now_ns_ = now_ns;
   // All or nothing: find out first whether `count` can be had, so a refusal evicts nothing.
   if (!allow_partial && Obtainable(ns->cls) < count) {
     ExpireLeases(now_ns);
@@ -448,10 +463,10 @@ absl::Status Pool::Commit(uint64_t session, NsRef ref, absl::Span<const CommitEn
           StrCat("commit entry ", i, ": its key appears twice in the batch"));
     }
   }
+  last_now_ns_ = now_ns;
   Session& sess = sessions_[session];
-  // Last to first, so the chain's first block ends up most recently used.
-  for (size_t i = entries.size(); i-- > 0;) {
-    const CommitEntry& e = entries[i];
+  const int64_t stamp = Stamp(now_ns);
+  for (const CommitEntry& e : entries) {
     auto [it, inserted] = index_.try_emplace(IndexKey{ns->ns.id, e.key}, e.slot);
     if (!inserted) {
       const uint64_t old = it->second;
@@ -464,8 +479,7 @@ absl::Status Pool::Commit(uint64_t session, NsRef ref, absl::Span<const CommitEn
     m->checksum = e.checksum;
     m->depth = e.depth;
     m->session = 0;
-    m->touch = ++clock_;
-    TouchSegment(e.slot, m->touch);
+    Touch(m, e.slot, stamp);
     SlotHeader* h = Shm(e.slot);
     h->checksum = e.checksum;
     h->length = ns->ns.block_bytes;
@@ -475,8 +489,9 @@ absl::Status Pool::Commit(uint64_t session, NsRef ref, absl::Span<const CommitEn
     h->state = layout::kSlotCommitted;
     sess.reservations.erase(e.slot);
     --reserved_;
-    --segments_[SegOf(e.slot)].busy;
-    LruPushTail(e.slot);
+    Segment& s = segments_[SegOf(e.slot)];
+    --s.busy;
+    ++classes_[s.cls].evictable;
     ++ns->blocks;
     ++counters_.committed_blocks;
     ++counters_.commits;
@@ -485,41 +500,50 @@ absl::Status Pool::Commit(uint64_t session, NsRef ref, absl::Span<const CommitEn
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Pool::Hit>> Pool::Lookup(uint64_t session, NsRef ref,
-                                                    absl::Span<const BlockKey> keys,
-                                                    int64_t now_ns) {
+absl::StatusOr<Pool::Pinned> Pool::Lookup(uint64_t session, NsRef ref,
+                                          absl::Span<const BlockKey> keys, int64_t now_ns) {
   OL_ASSIGN_OR_RETURN(NamespaceState * ns, Check(ref));
+  last_now_ns_ = now_ns;
   ++counters_.lookups;
   counters_.lookup_keys += keys.size();
-  std::vector<Hit> hits;
-  hits.reserve(keys.size());
-  Session& sess = sessions_[session];
-  const int64_t deadline = now_ns + options_.lease_ns;
-  const uint64_t touch = ++clock_;
-  for (const BlockKey& k : keys) {
-    auto it = index_.find(IndexKey{ns->ns.id, k});
+  Pinned out;
+  out.hits.reserve(keys.size());
+  const int64_t stamp = Stamp(now_ns);
+  PinBatch batch;
+  batch.deadline_ns = now_ns + options_.lease_ns;
+  batch.slots.reserve(keys.size());
+  // The index is far larger than the cache in a full pool: prefetch a few keys ahead.
+  constexpr size_t kAhead = 8;
+  for (size_t i = 0; i < std::min(kAhead, keys.size()); ++i) {
+    index_.prefetch(IndexKey{ns->ns.id, keys[i]});
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i + kAhead < keys.size()) index_.prefetch(IndexKey{ns->ns.id, keys[i + kAhead]});
+    auto it = index_.find(IndexKey{ns->ns.id, keys[i]});
     if (it == index_.end()) break;
     const uint64_t slot = it->second;
     SlotMeta* m = Meta(slot);
     if (m->pins++ == 0) {
-      LruRemove(slot);
       ++pinned_;
-      ++segments_[SegOf(slot)].busy;
+      Segment& s = segments_[SegOf(slot)];
+      ++s.busy;
+      --classes_[s.cls].evictable;
     }
-    m->touch = touch;
-    TouchSegment(slot, touch);
-    PinLease& pl = sess.pins[slot];
-    ++pl.count;
-    pl.deadline_ns = deadline;
-    hits.push_back(Hit{slot, OffsetOf(slot), m->generation, m->checksum});
+    Touch(m, slot, stamp);
+    batch.slots.push_back(slot);
+    out.hits.push_back(Hit{slot, OffsetOf(slot), m->generation, m->checksum});
   }
-  counters_.hits += hits.size();
-  counters_.misses += keys.size() - hits.size();
-  counters_.bytes_out += hits.size() * uint64_t{ns->ns.block_bytes};
-  return hits;
+  counters_.hits += out.hits.size();
+  counters_.misses += keys.size() - out.hits.size();
+  counters_.bytes_out += out.hits.size() * uint64_t{ns->ns.block_bytes};
+  if (!out.hits.empty()) {
+    out.batch = next_pin_batch_++;
+    sessions_[session].pins.emplace(out.batch, std::move(batch));
+  }
+  return out;
 }
 
-absl::Status Pool::Release(uint64_t session, absl::Span<const uint64_t> pinned,
+absl::Status Pool::Release(uint64_t session, absl::Span<const uint64_t> pin_batches,
                            absl::Span<const uint64_t> reserved) {
   auto sit = sessions_.find(session);
   size_t unknown = 0;
@@ -532,25 +556,24 @@ absl::Status Pool::Release(uint64_t session, absl::Span<const uint64_t> pinned,
     --segments_[SegOf(slot)].busy;
     FreeSlot(slot);
   }
-  for (size_t i = pinned.size(); i-- > 0;) {
-    const uint64_t slot = pinned[i];
+  for (uint64_t id : pin_batches) {
     if (sit == sessions_.end()) {
       ++unknown;
       continue;
     }
-    auto pit = sit->second.pins.find(slot);
+    auto pit = sit->second.pins.find(id);
     if (pit == sit->second.pins.end()) {
       ++unknown;
       continue;
     }
-    if (--pit->second.count == 0) sit->second.pins.erase(pit);
-    Unpin(slot);
+    EndPins(sit->second, pit->second);
+    sit->second.pins.erase(pit);
   }
   if (unknown > 0) {
     return absl::InvalidArgumentError(
         StrCat(unknown,
-               " released slots were not held by this client (already released, or "
-               "their lease expired); the others were released"));
+               " released pin batches or reservations were not held by this client "
+               "(already released, or their lease expired); the others were released"));
   }
   return absl::OkStatus();
 }
@@ -562,10 +585,11 @@ absl::StatusOr<Pool::ExistsResult> Pool::Exists(NsRef ref, absl::Span<const Bloc
   bool prefix = true;
   for (size_t i = 0; i < keys.size(); ++i) {
     r.present[i] = index_.contains(IndexKey{ns->ns.id, keys[i]});
-    if (prefix && r.present[i])
+    if (prefix && r.present[i]) {
       ++r.prefix;
-    else
+    } else {
       prefix = false;
+    }
   }
   return r;
 }
@@ -590,9 +614,7 @@ void Pool::CloseSession(uint64_t session) {
     --segments_[SegOf(slot)].busy;
     FreeSlot(slot);
   }
-  for (const auto& [slot, pl] : sess.pins) {
-    for (uint32_t i = 0; i < pl.count; ++i) Unpin(slot);
-  }
+  for (auto& [id, batch] : sess.pins) EndPins(sess, batch);
 }
 
 size_t Pool::ExpireLeases(int64_t now_ns) {
@@ -600,17 +622,15 @@ size_t Pool::ExpireLeases(int64_t now_ns) {
   std::vector<uint64_t> lapsed;
   for (auto& [id, sess] : sessions_) {
     lapsed.clear();
-    // Later pins of the same slot push its deadline out; only a lapsed one ends, all its
-    // pins with it.
-    for (const auto& [slot, pl] : sess.pins) {
-      if (pl.deadline_ns <= now_ns) lapsed.push_back(slot);
+    for (const auto& [batch_id, batch] : sess.pins) {
+      if (batch.deadline_ns <= now_ns) lapsed.push_back(batch_id);
     }
-    for (uint64_t slot : lapsed) {
-      const uint32_t n = sess.pins[slot].count;
-      sess.pins.erase(slot);
-      for (uint32_t i = 0; i < n; ++i) Unpin(slot);
-      ++counters_.expired_pins;
-      ++ended;
+    for (uint64_t batch_id : lapsed) {
+      auto pit = sess.pins.find(batch_id);
+      counters_.expired_pins += pit->second.slots.size();
+      ended += pit->second.slots.size();
+      EndPins(sess, pit->second);
+      sess.pins.erase(pit);
     }
     lapsed.clear();
     for (uint64_t slot : sess.reservations) {
@@ -651,7 +671,7 @@ PoolStats Pool::Stats() const {
 
 absl::Status Pool::CheckInvariants() const {
   uint64_t committed = 0, reserved = 0, pinned = 0;
-  std::vector<uint64_t> lru_counts(classes_.size(), 0);
+  std::vector<uint64_t> evictable(classes_.size(), 0);
   size_t assigned = 0;
   for (uint32_t si = 0; si < segments_.size(); ++si) {
     const Segment& s = segments_[si];
@@ -664,12 +684,12 @@ absl::Status Pool::CheckInvariants() const {
       switch (m.state) {
         case State::kFree:
           ++free_slots;
-          if (m.pins != 0 || m.in_lru) return absl::InternalError("free slot pinned or in LRU");
+          if (m.pins != 0) return absl::InternalError("free slot pinned");
           break;
         case State::kReserved:
           ++reserved;
           ++busy;
-          if (m.in_lru) return absl::InternalError("reserved slot in LRU");
+          if (m.pins != 0) return absl::InternalError("reserved slot pinned");
           break;
         case State::kCommitted: {
           ++committed;
@@ -680,10 +700,8 @@ absl::Status Pool::CheckInvariants() const {
           if (m.pins > 0) {
             ++pinned;
             ++busy;
-            if (m.in_lru) return absl::InternalError("pinned slot in LRU");
           } else {
-            if (!m.in_lru) return absl::InternalError("unpinned committed slot not in LRU");
-            ++lru_counts[s.cls];
+            ++evictable[s.cls];
           }
           break;
         }
@@ -699,6 +717,9 @@ absl::Status Pool::CheckInvariants() const {
       return absl::InternalError(StrCat("segment ", si, " free list has ", s.free.size(),
                                         " entries for ", free_slots, " free slots"));
     }
+    if (free_slots == s.slot_count) {
+      return absl::InternalError(StrCat("segment ", si, " is empty but still assigned"));
+    }
   }
   if (assigned + free_segments_.size() != segments_.size()) {
     return absl::InternalError("segments lost or duplicated");
@@ -708,14 +729,26 @@ absl::Status Pool::CheckInvariants() const {
     return absl::InternalError("reserved or pinned counters off");
   }
   for (size_t c = 0; c < classes_.size(); ++c) {
-    uint64_t n = 0;
-    for (uint64_t cur = classes_[c].lru_head; cur != kNil; cur = Meta(cur)->lru_next) {
-      if (++n > index_.size()) return absl::InternalError("LRU cycle");
+    if (evictable[c] != classes_[c].evictable) {
+      return absl::InternalError(StrCat("class ", c, " counts ", classes_[c].evictable,
+                                        " evictable slots, the segments hold ", evictable[c]));
     }
-    if (n != classes_[c].lru_size || n != lru_counts[c]) {
-      return absl::InternalError(
-          StrCat("LRU of class ", c, " has ", n, " entries, expected ", lru_counts[c]));
+  }
+  // Every pin is accounted for by exactly the pin batches that hold it.
+  absl::flat_hash_map<uint64_t, uint32_t> pins;
+  for (const auto& [sid, sess] : sessions_) {
+    for (const auto& [bid, batch] : sess.pins) {
+      for (uint64_t slot : batch.slots) ++pins[slot];
     }
+    for (uint64_t slot : sess.reservations) {
+      const SlotMeta* m = Meta(slot);
+      if (m == nullptr || m->state != State::kReserved || m->session != sid) {
+        return absl::InternalError("a session holds a reservation that is not its own");
+      }
+    }
+  }
+  for (const auto& [slot, n] : pins) {
+    if (Meta(slot)->pins != n) return absl::InternalError("pin counts differ from pin batches");
   }
   uint64_t ns_blocks = 0;
   for (const auto& [id, ns] : namespaces_) ns_blocks += ns.blocks;

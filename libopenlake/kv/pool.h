@@ -11,20 +11,23 @@
 // still pinned by a reader; freed when the last pin goes).
 //
 // Leases. Reservations and read pins belong to the session (connection) that took them and end
-// when it closes or when `lease` passes without a Release. ExpireLeases walks what sessions
-// hold (bounded by the number of slots), so nothing is kept for leases already released.
+// when it closes or when `lease` passes without a Release. The pins of one Lookup form a pin
+// batch, released (or expired) together by its id. ExpireLeases walks what sessions hold
+// (bounded by the number of slots), so nothing is kept for leases already released.
 //
-// Eviction. Committed, unpinned slots of a size class sit in an LRU list (pinning takes a slot
-// out; the last unpin puts it back as most recent). A Reserve that finds no free slot and no
-// free segment evicts: it looks at the `evict_sample` least recent entries and evicts the one
-// deepest in its chain (largest depth), so a prefix's tail goes before its head. When a class
-// has nothing to evict, the coldest segment of another class whose slots are all evictable
-// is reclaimed whole. A Reserve that cannot be met in full (without allow_partial) answers
-// ResourceExhausted before evicting anything. A segment whose slots are all free again returns
-// its memory to the kernel (MADV_REMOVE).
+// Eviction: approximate LRU, prefix-aware. Commit and Lookup stamp a slot with the time (in
+// units of 2^30 ns, about a second). A Reserve that finds no free slot and no free segment
+// sweeps a clock hand over its size class and, among the next `evict_sample` committed,
+// unpinned slots, evicts the one stamped earliest; among equally old ones, the deepest in its
+// chain (largest depth), so a prefix's tail goes before its head. When a class has nothing to
+// evict, the coldest segment of another class whose slots are all evictable is reclaimed
+// whole. A Reserve that cannot be met in full (without allow_partial) answers
+// ResourceExhausted before evicting anything. A segment free for `trim_after_ns` returns its
+// memory to the kernel (MADV_REMOVE) when TrimFreeSegments runs.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -47,6 +50,7 @@ struct NsRef {
 struct PoolOptions {
   int64_t lease_ns = 60'000'000'000;  // reservations and pins
   uint32_t evict_sample = 16;
+  int64_t trim_after_ns = 10'000'000'000;  // free segments older than this give memory back
 };
 
 class Pool {
@@ -67,6 +71,10 @@ class Pool {
     uint64_t offset = 0;
     uint64_t generation = 0;
     uint64_t checksum = 0;
+  };
+  struct Pinned {
+    uint64_t batch = 0;  // pin batch id (0 when nothing was found)
+    std::vector<Hit> hits;
   };
   struct ExistsResult {
     uint32_t prefix = 0;        // leading keys present
@@ -89,25 +97,27 @@ class Pool {
   absl::StatusOr<std::vector<Grant>> Reserve(uint64_t session, NsRef ns, uint32_t count,
                                              bool allow_partial, int64_t now_ns);
   // Makes the blocks visible, all or none: every slot must be reserved by this session for this
-  // namespace with its lease still running (FailedPrecondition otherwise, naming the entry).
-  // A key already present is replaced (newest wins).
+  // namespace with its lease still running (FailedPrecondition otherwise, naming the entry),
+  // and no slot or key may appear twice. A key already present is replaced (newest wins).
   absl::Status Commit(uint64_t session, NsRef ns, absl::Span<const CommitEntry> entries,
                       int64_t now_ns);
-  // The longest run of leading keys present, each pinned for this session.
-  absl::StatusOr<std::vector<Hit>> Lookup(uint64_t session, NsRef ns,
-                                          absl::Span<const BlockKey> keys, int64_t now_ns);
-  // Drops this session's pins on `pinned` and frees its reservations `reserved`. Unknown slots
-  // are InvalidArgument (after releasing the valid ones). `pinned` is processed last to first,
-  // so a chain released in order leaves its head most recently used.
-  absl::Status Release(uint64_t session, absl::Span<const uint64_t> pinned,
+  // The longest run of leading keys present, pinned for this session as one pin batch.
+  absl::StatusOr<Pinned> Lookup(uint64_t session, NsRef ns, absl::Span<const BlockKey> keys,
+                                int64_t now_ns);
+  // Drops this session's pin batches and frees its reservations. Unknown ones are
+  // InvalidArgument (after releasing the valid ones).
+  absl::Status Release(uint64_t session, absl::Span<const uint64_t> pin_batches,
                        absl::Span<const uint64_t> reserved);
   // Presence without pinning or touching recency.
   absl::StatusOr<ExistsResult> Exists(NsRef ns, absl::Span<const BlockKey> keys) const;
   // Drops every block of `ns` (pinned ones stay readable until released). Other namespaces are
   // untouched.
   absl::Status Reset(NsRef ns);
-  // Ends leases whose deadline is ≤ now_ns; returns how many ended.
+  // Ends leases whose deadline is ≤ now_ns; returns how many reservations and pins ended.
   size_t ExpireLeases(int64_t now_ns);
+  // Returns the memory of segments free since before now_ns - trim_after_ns to the kernel.
+  // Returns how many segments it trimmed.
+  size_t TrimFreeSegments(int64_t now_ns);
 
   PoolStats Stats() const;
   // Walks every structure and checks the invariants the docs state; Internal on a violation.
@@ -117,7 +127,6 @@ class Pool {
   int64_t lease_ns() const { return options_.lease_ns; }
 
  private:
-  static constexpr uint64_t kNil = ~uint64_t{0};
   enum class State : uint8_t { kFree, kReserved, kCommitted, kOrphan };
 
   struct IndexKey {
@@ -126,11 +135,24 @@ class Pool {
     friend bool operator==(const IndexKey& a, const IndexKey& b) {
       return a.ns == b.ns && a.key == b.key;
     }
-    template <typename H>
-    friend H AbslHashValue(H h, const IndexKey& k) {
-      const std::string_view b = k.key.bytes();
-      return H::combine(std::move(h), k.ns, absl::string_view(b.data(), b.size()));
+  };
+  // Keys are mostly hashes already; fold the four 8-byte words and the namespace, then mix
+  // (MurmurHash3's finaliser) so that non-random keys spread too. Several times cheaper than
+  // the generic string hash on the Lookup path.
+  struct IndexKeyHash {
+    size_t operator()(const IndexKey& k) const {
+      uint64_t w[4];
+      std::memcpy(w, k.key.padded(), sizeof(w));
+      uint64_t h = w[0] ^ Rotl(w[1], 17) ^ Rotl(w[2], 31) ^ Rotl(w[3], 47) ^
+                   (uint64_t{k.ns} << 32 | k.key.size());
+      h ^= h >> 33;
+      h *= 0xff51afd7ed558ccdULL;
+      h ^= h >> 33;
+      h *= 0xc4ceb9fe1a85ec53ULL;
+      h ^= h >> 33;
+      return static_cast<size_t>(h);
     }
+    static uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
   };
 
   struct SlotMeta {
@@ -142,9 +164,7 @@ class Pool {
     int64_t deadline_ns = 0;  // reservation deadline
     uint64_t generation = 0;
     uint64_t checksum = 0;
-    uint64_t touch = 0;  // logical clock of last commit/lookup
-    uint64_t lru_prev = kNil, lru_next = kNil;
-    bool in_lru = false;
+    int64_t stamp = 0;  // time of last commit/lookup, in 2^30 ns units
     BlockKey key;
   };
 
@@ -156,8 +176,10 @@ class Pool {
     std::vector<SlotMeta> slots;
     std::vector<uint32_t> free;  // stack of free slot indexes
     uint32_t busy = 0;           // reserved + pinned + orphaned slots
-    uint64_t touch = 0;          // max touch of its slots
+    int64_t stamp = 0;           // latest stamp of its slots
     bool listed = false;         // in its class's with_free list
+    int64_t freed_ns = 0;        // when it joined the free segments
+    bool resident = false;       // its pages may hold memory (not trimmed since last use)
   };
 
   struct SizeClass {
@@ -165,9 +187,9 @@ class Pool {
     uint32_t slots_per_segment = 0;
     std::vector<uint32_t> segments;
     std::vector<uint32_t> with_free;  // segments that may have free slots (checked lazily)
-    uint64_t lru_head = kNil;         // least recent
-    uint64_t lru_tail = kNil;         // most recent
-    uint64_t lru_size = 0;
+    uint64_t evictable = 0;           // committed, unpinned slots
+    size_t hand_seg = 0;              // the eviction clock hand: position in `segments`
+    uint32_t hand_idx = 0;            // and slot index there
   };
 
   struct NamespaceState {
@@ -177,18 +199,19 @@ class Pool {
     uint64_t blocks = 0;
   };
 
-  struct PinLease {
-    uint32_t count = 0;
+  struct PinBatch {
     int64_t deadline_ns = 0;
+    std::vector<uint64_t> slots;
   };
   struct Session {
-    absl::flat_hash_map<uint64_t, PinLease> pins;
+    absl::flat_hash_map<uint64_t, PinBatch> pins;  // by batch id
     absl::flat_hash_set<uint64_t> reservations;
   };
 
   static uint64_t SlotId(uint32_t seg, uint32_t idx) { return (uint64_t{seg} << 32) | idx; }
   static uint32_t SegOf(uint64_t slot) { return static_cast<uint32_t>(slot >> 32); }
   static uint32_t IdxOf(uint64_t slot) { return static_cast<uint32_t>(slot); }
+  static int64_t Stamp(int64_t now_ns) { return now_ns >> 30; }
 
   SlotMeta* Meta(uint64_t slot);
   const SlotMeta* Meta(uint64_t slot) const;
@@ -210,24 +233,25 @@ class Pool {
   bool ReclaimSegment(int32_t cls);
   void FreeSlot(uint64_t slot);
   void Unbind(uint64_t slot);  // committed → (free | orphan)
-  void LruRemove(uint64_t slot);
-  void LruPushTail(uint64_t slot);
   void Unpin(uint64_t slot);
-  void TouchSegment(uint64_t slot, uint64_t touch);
+  void Touch(SlotMeta* m, uint64_t slot, int64_t stamp);
+  void EndPins(Session& sess, PinBatch& batch);
+
+  static constexpr uint64_t kNil = ~uint64_t{0};
 
   PoolOptions options_;
   void* base_;
   const layout::SlabHeader* header_;
   std::vector<Segment> segments_;
-  std::vector<uint32_t> free_segments_;  // stack
+  std::vector<uint32_t> free_segments_;  // stack: the most recently freed on top
   std::vector<SizeClass> classes_;
-  absl::flat_hash_map<IndexKey, uint64_t> index_;
+  absl::flat_hash_map<IndexKey, uint64_t, IndexKeyHash> index_;
   absl::flat_hash_map<std::string, uint32_t> ns_by_name_;
   absl::flat_hash_map<uint32_t, NamespaceState> namespaces_;
   uint32_t next_ns_id_ = 1;
   absl::flat_hash_map<uint64_t, Session> sessions_;
-  bool reclaiming_ = false;  // a segment being reclaimed is reused at once: no MADV_REMOVE
-  uint64_t clock_ = 0;
+  uint64_t next_pin_batch_ = 1;
+  int64_t last_now_ns_ = 0;  // latest time seen, for stamping freed segments
   uint64_t reserved_ = 0;
   uint64_t pinned_ = 0;
   PoolStats counters_;

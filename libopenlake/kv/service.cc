@@ -112,7 +112,9 @@ class KvService::Impl {
     // Leases are also swept whenever a Reserve runs short; this catches idle pools.
     sweep_timer_ = reactor_.After(absl::Seconds(1), [this] {
       if (stopped_) return;
-      pool_.ExpireLeases(NowNs());
+      const int64_t now = NowNs();
+      pool_.ExpireLeases(now);
+      pool_.TrimFreeSegments(now);
       ScheduleSweep();
     });
   }
@@ -133,10 +135,13 @@ class KvService::Impl {
     });
   }
 
+  // Serialises straight into the response frame (after room for its header): one copy less.
   static absl::Status Reply(net::RpcCall& call, const google::protobuf::MessageLite& msg) {
-    std::string out;
-    if (!msg.SerializeToString(&out)) return absl::InternalError("could not encode the answer");
-    call.Respond(std::move(out));
+    const size_t size = msg.ByteSizeLong();
+    std::string frame(net::RpcCall::kHeadroom + size, '\0');
+    msg.SerializeWithCachedSizesToArray(
+        reinterpret_cast<uint8_t*>(frame.data() + net::RpcCall::kHeadroom));
+    call.RespondWithHeadroom(std::move(frame));
     return absl::OkStatus();
   }
 
@@ -222,28 +227,36 @@ class KvService::Impl {
     Add<wire::LookupRequest>(
         wire::kLookup, [this](net::RpcCall& call, const wire::LookupRequest& req) {
           OL_ASSIGN_OR_RETURN(auto keys, wire::UnpackKeys(req.keys(), req.key_len()));
-          OL_ASSIGN_OR_RETURN(auto hits,
+          OL_ASSIGN_OR_RETURN(Pool::Pinned pinned,
                               pool_.Lookup(call.connection().id, Ref(req.ns()), keys, NowNs()));
+          const std::vector<Pool::Hit>& hits = pinned.hits;
           wire::LookupResponse resp;
+          resp.set_pin_batch(pinned.batch);
           const int n = static_cast<int>(hits.size());
-          resp.mutable_slots()->Reserve(n);
-          resp.mutable_offsets()->Reserve(n);
-          resp.mutable_generations()->Reserve(n);
-          resp.mutable_checksums()->Reserve(n);
-          for (const Pool::Hit& h : hits) {
-            resp.add_slots(h.slot);
-            resp.add_offsets(h.offset);
-            resp.add_generations(h.generation);
-            resp.add_checksums(h.checksum);
+          // Sized once and filled in place: no per-element capacity checks.
+          resp.mutable_slots()->Resize(n, 0);
+          resp.mutable_offsets()->Resize(n, 0);
+          resp.mutable_generations()->Resize(n, 0);
+          resp.mutable_checksums()->Resize(n, 0);
+          uint64_t* slots = resp.mutable_slots()->mutable_data();
+          uint64_t* offsets = resp.mutable_offsets()->mutable_data();
+          uint64_t* generations = resp.mutable_generations()->mutable_data();
+          uint64_t* checksums = resp.mutable_checksums()->mutable_data();
+          for (int i = 0; i < n; ++i) {
+            slots[i] = hits[i].slot;
+            offsets[i] = hits[i].offset;
+            generations[i] = hits[i].generation;
+            checksums[i] = hits[i].checksum;
           }
           return Reply(call, resp);
         });
 
     Add<wire::ReleaseRequest>(
         wire::kRelease, [this](net::RpcCall& call, const wire::ReleaseRequest& req) {
-          std::vector<uint64_t> pinned(req.pinned().begin(), req.pinned().end());
-          std::vector<uint64_t> reserved(req.reserved().begin(), req.reserved().end());
-          OL_RETURN_IF_ERROR(pool_.Release(call.connection().id, pinned, reserved));
+          OL_RETURN_IF_ERROR(
+              pool_.Release(call.connection().id,
+                            absl::MakeConstSpan(req.pin_batches().data(), req.pin_batches_size()),
+                            absl::MakeConstSpan(req.reserved().data(), req.reserved_size())));
           return Reply(call, wire::ReleaseResponse());
         });
 

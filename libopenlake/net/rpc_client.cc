@@ -72,7 +72,7 @@ void RpcClient::Broken(const absl::Status& why) {
                                   << " closed: " << why.message();
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
-  rbuf_.clear();
+  rbeg_ = rend_ = 0;
   for (int fd : rfds_) close(fd);
   rfds_.clear();
 }
@@ -80,11 +80,10 @@ void RpcClient::Broken(const absl::Status& why) {
 absl::Status RpcClient::Handshake(const RpcClientOptions& options) {
   absl::MutexLock lock(&mu_);
   const absl::Time deadline = absl::Now() + options.connect_timeout;
-  std::string frame;
+  std::string payload;
   int fd = -1;
-  OL_RETURN_IF_ERROR(ReadFrame(deadline, &frame, &fd));
   FrameHeader h;
-  OL_RETURN_IF_ERROR(DecodeHeader(frame.data(), options.max_frame_bytes, &h));
+  OL_RETURN_IF_ERROR(ReadFrame(deadline, &h, &payload, &fd));
   if (h.type != FrameType::kHello) {
     Broken(absl::InternalError("no hello"));
     return absl::UnavailableError(
@@ -92,8 +91,7 @@ absl::Status RpcClient::Handshake(const RpcClientOptions& options) {
   }
   bool auth_required = false;
   uint8_t nonce[kNonceBytes];
-  OL_RETURN_IF_ERROR(DecodeHello(std::string_view(frame).substr(kFrameHeaderBytes), &auth_required,
-                                 nonce, &server_version_));
+  OL_RETURN_IF_ERROR(DecodeHello(payload, &auth_required, nonce, &server_version_));
   if (!auth_required) return absl::OkStatus();
   if (options.secret.empty()) {
     Broken(absl::PermissionDeniedError("no secret"));
@@ -105,14 +103,13 @@ absl::Status RpcClient::Handshake(const RpcClientOptions& options) {
   std::string out;
   AppendFrame(auth, AuthMac(options.secret, nonce), &out);
   OL_RETURN_IF_ERROR(SendAll(out));
-  OL_RETURN_IF_ERROR(ReadFrame(deadline, &frame, &fd));
-  OL_RETURN_IF_ERROR(DecodeHeader(frame.data(), options.max_frame_bytes, &h));
+  OL_RETURN_IF_ERROR(ReadFrame(deadline, &h, &payload, &fd));
   if (h.type != FrameType::kAuth) {
     Broken(absl::InternalError("no auth answer"));
     return absl::UnavailableError("server did not answer the authentication");
   }
   if (h.aux != 0) {
-    absl::Status st = CodeStatus(h.aux, std::string_view(frame).substr(kFrameHeaderBytes));
+    absl::Status st = CodeStatus(h.aux, payload);
     Broken(st);
     return st;
   }
@@ -148,32 +145,45 @@ absl::Status RpcClient::SendAll(const std::string& bytes) {
   return absl::OkStatus();
 }
 
-absl::Status RpcClient::ReadFrame(absl::Time deadline, std::string* frame, int* fd) {
+absl::Status RpcClient::ReadFrame(absl::Time deadline, FrameHeader* h, std::string* payload,
+                                  int* fd) {
   *fd = -1;
   size_t need = kFrameHeaderBytes;
   bool have_header = false;
-  FrameHeader h;
   for (;;) {
-    if (!have_header && rbuf_.size() >= kFrameHeaderBytes) {
-      absl::Status st = DecodeHeader(rbuf_.data(), options_.max_frame_bytes, &h);
+    const size_t have = rend_ - rbeg_;
+    if (!have_header && have >= kFrameHeaderBytes) {
+      absl::Status st = DecodeHeader(rbuf_.get() + rbeg_, options_.max_frame_bytes, h);
       if (!st.ok()) {
         Broken(st);
         return absl::UnavailableError(StrCat("malformed frame from server: ", st.message()));
       }
       have_header = true;
-      need = kFrameHeaderBytes + h.length;
+      need = kFrameHeaderBytes + h->length;
     }
-    if (have_header && rbuf_.size() >= need) break;
+    if (have_header && have >= need) break;
     if (fd_ < 0) return absl::UnavailableError(StrCat("not connected to ", addr_.ToString()));
-    pollfd p{fd_, POLLIN, 0};
-    const int rc = poll(&p, 1, PollMs(deadline));
-    if (rc == 0) {
+    // Room for at least the rest of this frame (and 64 KiB), receiving straight into the buffer.
+    const size_t want = std::max<size_t>(need, have + (64 << 10));
+    if (rbeg_ + want > rcap_) {
+      if (want <= rcap_) {
+        std::memmove(rbuf_.get(), rbuf_.get() + rbeg_, have);
+      } else {
+        size_t cap = std::max<size_t>(rcap_, 128 << 10);
+        while (cap < want) cap *= 2;
+        auto bigger = std::make_unique<char[]>(cap);
+        std::memcpy(bigger.get(), rbuf_.get() + rbeg_, have);
+        rbuf_ = std::move(bigger);
+        rcap_ = cap;
+      }
+      rbeg_ = 0;
+      rend_ = have;
+    }
+    if (!Readable(deadline)) {
       return absl::DeadlineExceededError(
           StrCat("no answer from ", addr_.ToString(), " before the deadline"));
     }
-    if (rc < 0 && errno == EINTR) continue;
-    char chunk[64 << 10];
-    iovec iov{chunk, sizeof(chunk)};
+    iovec iov{rbuf_.get() + rend_, rcap_ - rend_};
     alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 8)];
     msghdr msg{};
     msg.msg_iov = &iov;
@@ -198,11 +208,12 @@ absl::Status RpcClient::ReadFrame(absl::Time deadline, std::string* frame, int* 
         }
       }
     }
-    rbuf_.append(chunk, static_cast<size_t>(n));
+    rend_ += static_cast<size_t>(n);
   }
-  frame->assign(rbuf_.data(), need);
-  rbuf_.erase(0, need);
-  if (h.flags & kFrameFlagFd) {
+  payload->assign(rbuf_.get() + rbeg_ + kFrameHeaderBytes, h->length);
+  rbeg_ += need;
+  if (rbeg_ == rend_) rbeg_ = rend_ = 0;
+  if (h->flags & kFrameFlagFd) {
     if (rfds_.empty()) {
       Broken(absl::InternalError("fd missing"));
       return absl::UnavailableError("server announced a descriptor that did not arrive");
@@ -211,6 +222,23 @@ absl::Status RpcClient::ReadFrame(absl::Time deadline, std::string* frame, int* 
     rfds_.erase(rfds_.begin());
   }
   return absl::OkStatus();
+}
+
+bool RpcClient::Readable(absl::Time deadline) {
+  pollfd p{fd_, POLLIN, 0};
+  // Spin first: poll with a zero timeout is a cheap syscall that never sleeps.
+  if (options_.spin > absl::ZeroDuration()) {
+    const absl::Time spin_end = std::min(deadline, absl::Now() + options_.spin);
+    do {
+      if (poll(&p, 1, 0) > 0) return true;
+    } while (absl::Now() < spin_end);
+  }
+  for (;;) {
+    const int rc = poll(&p, 1, PollMs(deadline));
+    if (rc > 0) return true;
+    if (rc == 0) return false;
+    if (errno != EINTR) return true;  // let recvmsg report the error
+  }
 }
 
 absl::StatusOr<RpcClient::Response> RpcClient::Await(uint64_t id, uint16_t method,
@@ -223,26 +251,24 @@ absl::StatusOr<RpcClient::Response> RpcClient::Await(uint64_t id, uint16_t metho
     }
   }
   for (;;) {
-    std::string frame;
+    std::string payload;
     int fd = -1;
-    absl::Status st = ReadFrame(deadline, &frame, &fd);
+    FrameHeader h;
+    absl::Status st = ReadFrame(deadline, &h, &payload, &fd);
     if (!st.ok()) {
       if (absl::IsDeadlineExceeded(st) && fd_ >= 0) notified_.push_back(id);
       return st;
     }
-    FrameHeader h;
-    OL_RETURN_IF_ERROR(DecodeHeader(frame.data(), options_.max_frame_bytes, &h));
     if (h.type != FrameType::kResponse) {
       Broken(absl::InternalError("unexpected frame"));
       return absl::UnavailableError("server sent a frame that is not a response");
     }
-    const std::string_view payload = std::string_view(frame).substr(kFrameHeaderBytes);
     absl::StatusOr<Response> r;
     if (h.aux != 0) {
       r = CodeStatus(h.aux, payload);
       if (fd >= 0) close(fd);
     } else {
-      r = Response{std::string(payload), fd};
+      r = Response{std::move(payload), fd};
     }
     if (h.request_id == id) return r;
     auto n = std::find(notified_.begin(), notified_.end(), h.request_id);
@@ -300,6 +326,30 @@ std::vector<absl::StatusOr<RpcClient::Response>> RpcClient::CallMany(
     out.push_back(Await(ids[i], requests[i].method, deadline));
   }
   return out;
+}
+
+absl::StatusOr<RpcClient::Response> RpcClient::CallWithHeadroom(uint16_t method, std::string frame,
+                                                                absl::Duration timeout) {
+  static_assert(kHeadroom == kFrameHeaderBytes);
+  if (frame.size() < kHeadroom) return absl::InvalidArgumentError("frame without headroom");
+  const size_t payload = frame.size() - kHeadroom;
+  if (payload > options_.max_frame_bytes) {
+    return absl::InvalidArgumentError(StrCat(
+        "request of ", payload, " bytes exceeds the frame limit of ", options_.max_frame_bytes));
+  }
+  if (timeout == absl::InfiniteDuration()) timeout = options_.call_timeout;
+  const absl::Time deadline = absl::Now() + timeout;
+  const int64_t ms = absl::ToInt64Milliseconds(timeout);
+  absl::MutexLock lock(&mu_);
+  FrameHeader h;
+  h.type = FrameType::kRequest;
+  h.method = method;
+  h.aux = ms > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(ms < 1 ? 1 : ms);
+  h.request_id = next_id_++;
+  h.length = static_cast<uint32_t>(payload);
+  EncodeHeader(h, frame.data());
+  OL_RETURN_IF_ERROR(SendAll(frame));
+  return Await(h.request_id, method, deadline);
 }
 
 absl::Status RpcClient::Notify(uint16_t method, std::string_view payload) {

@@ -517,7 +517,7 @@ bool RpcServer::stopped() const { return impl_->stopping_ && impl_->Drained(); }
 size_t RpcServer::connection_count() const { return impl_->conns_.size(); }
 
 void RpcServer::SendResponse(uint64_t conn_id, uint64_t request_id, uint16_t method, uint32_t code,
-                             std::string payload, int fd) {
+                             std::string payload, int fd, bool headroom) {
   auto it = impl_->conns_.find(conn_id);
   if (it == impl_->conns_.end() || it->second->closing) return;
   Impl::Connection* c = it->second.get();
@@ -526,10 +526,12 @@ void RpcServer::SendResponse(uint64_t conn_id, uint64_t request_id, uint16_t met
     payload = "descriptors can only be passed over a Unix socket";
     fd = -1;
   }
-  if (payload.size() > impl_->opts_.max_frame_bytes) {
+  const size_t payload_size = payload.size() - (headroom ? RpcCall::kHeadroom : 0);
+  if (payload_size > impl_->opts_.max_frame_bytes) {
     code = static_cast<uint32_t>(absl::StatusCode::kResourceExhausted);
-    payload = StrCat("response of ", payload.size(), " bytes exceeds the frame limit");
+    payload = StrCat("response of ", payload_size, " bytes exceeds the frame limit");
     fd = -1;
+    headroom = false;
   }
   FrameHeader h;
   h.type = FrameType::kResponse;
@@ -538,8 +540,15 @@ void RpcServer::SendResponse(uint64_t conn_id, uint64_t request_id, uint16_t met
   h.request_id = request_id;
   h.flags = fd >= 0 ? kFrameFlagFd : 0;
   Impl::OutFrame f;
-  f.bytes.reserve(kFrameHeaderBytes + payload.size());
-  AppendFrame(h, payload, &f.bytes);
+  if (headroom) {
+    static_assert(RpcCall::kHeadroom == kFrameHeaderBytes);
+    h.length = static_cast<uint32_t>(payload.size() - kFrameHeaderBytes);
+    EncodeHeader(h, payload.data());
+    f.bytes = std::move(payload);
+  } else {
+    f.bytes.reserve(kFrameHeaderBytes + payload.size());
+    AppendFrame(h, payload, &f.bytes);
+  }
   f.fd = fd;
   impl_->Queue(c, std::move(f));
 }
@@ -578,14 +587,18 @@ RpcCall::~RpcCall() {
   if (!responded_) RespondError(absl::InternalError("request dropped without an answer"));
 }
 
-void RpcCall::Respond(std::string payload) {
+void RpcCall::Respond(std::string payload) { Send(std::move(payload), -1, false); }
+
+void RpcCall::RespondWithHeadroom(std::string frame) { Send(std::move(frame), -1, true); }
+
+void RpcCall::Send(std::string payload, int fd, bool headroom) {
   if (responded_) return;
   if (deadline_ns_ != 0 && alive_.lock() && server_->reactor().now_ns() > deadline_ns_) {
     return RespondError(absl::DeadlineExceededError("answered after the request's deadline"));
   }
   responded_ = true;
   if (alive_.lock()) {
-    server_->SendResponse(conn_id_, request_id_, method_, 0, std::move(payload), -1);
+    server_->SendResponse(conn_id_, request_id_, method_, 0, std::move(payload), fd, headroom);
   }
 }
 
@@ -599,11 +612,6 @@ void RpcCall::RespondError(const absl::Status& status) {
   }
 }
 
-void RpcCall::RespondWithFd(std::string payload, int fd) {
-  if (responded_) return;
-  responded_ = true;
-  if (alive_.lock())
-    server_->SendResponse(conn_id_, request_id_, method_, 0, std::move(payload), fd);
-}
+void RpcCall::RespondWithFd(std::string payload, int fd) { Send(std::move(payload), fd, false); }
 
 }  // namespace openlake::net

@@ -341,8 +341,8 @@ TEST_CASE("a client killed with SIGKILL gives back its reservations and pins", "
     std::vector<BlockKey> keys;
     for (int i = 0; i < 10; ++i) keys.push_back(KeyOf(9, i));
     if (!(*c)->Put(ns, keys, src).ok()) _exit(2);
-    if ((*c)->Lookup(ns, keys)->size() != 10) _exit(3);      // 10 pins
-    if ((*c)->Reserve(ns, 5, false)->size() != 5) _exit(4);  // 5 reservations
+    if ((*c)->Lookup(ns, keys)->hits.size() != 10) _exit(3);  // 10 pins
+    if ((*c)->Reserve(ns, 5, false)->size() != 5) _exit(4);   // 5 reservations
     (void)!write(ready[1], "R", 1);
     pause();
     _exit(0);
@@ -388,7 +388,7 @@ TEST_CASE("a full pool answers ResourceExhausted and loses nothing", "[integrati
   auto put = holder->Put(ns, keys, src);
   REQUIRE(put.ok());
   REQUIRE(put->stored == 90);
-  REQUIRE(holder->Lookup(ns, keys)->size() == 90);  // everything pinned
+  REQUIRE(holder->Lookup(ns, keys)->hits.size() == 90);  // everything pinned
   CHECK(InChild([&] {
           auto c = Client::Connect(d.tcp());
           if (!c.ok()) return 1;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <future>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -172,4 +173,34 @@ TEST_CASE("stop runs AtStop hooks on the reactor, then AtExit after the ring is 
   rt->Stop();
   CHECK(events == std::vector<std::string>{"stop-on-reactor", "exit"});
   rt->Stop();  // idempotent
+}
+
+TEST_CASE("a polling reactor still sleeps when idle and serves everything", "[io][reactor]") {
+  openlake::io::RuntimeOptions o;
+  o.cpus = {0, 0};
+  o.pin = false;
+  o.sq_entries = 64;
+  o.poll_window = absl::Milliseconds(1);
+  auto rt = openlake::io::Runtime::Create(o);
+  REQUIRE(rt.ok());
+  REQUIRE((*rt)->Start().ok());
+  std::promise<void> fired;
+  REQUIRE((*rt)
+              ->RunOn(0,
+                      [&] {
+                        Reactor::Current()->After(absl::Milliseconds(20),
+                                                  [&] { fired.set_value(); });
+                      })
+              .ok());
+  REQUIRE(fired.get_future().wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  // Idle for a while: the loop must go to sleep once the window has passed, not spin on. (The
+  // RunOn below is itself work, so up to a window's worth of polling follows it: 1 ms is a few
+  // thousand iterations at most, 50 ms of spinning would be tens of thousands or more.)
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  uint64_t before = 0, after = 0;
+  REQUIRE((*rt)->RunOn(0, [&] { before = Reactor::Current()->loop_stats().iterations; }).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE((*rt)->RunOn(0, [&] { after = Reactor::Current()->loop_stats().iterations; }).ok());
+  CHECK(after - before < 25000);
+  (*rt)->Stop();
 }

@@ -84,29 +84,34 @@ TEST_CASE("reserve, commit, lookup, release", "[kv][pool]") {
   }
   CHECK(offsets.size() == 10);
   // Reserved but uncommitted: invisible.
-  CHECK(env.pool->Lookup(2, Ref(ns), env.Keys(0, 1), 0)->empty());
+  CHECK(env.pool->Lookup(2, Ref(ns), env.Keys(0, 1), 0)->hits.empty());
   std::vector<Pool::CommitEntry> e;
   for (int i = 0; i < 10; ++i)
     e.push_back({(*g)[i].slot, Key(i), 1000u + i, static_cast<uint32_t>(i)});
   REQUIRE(env.pool->Commit(1, Ref(ns), e, 0).ok());
-  auto hits = env.pool->Lookup(2, Ref(ns), env.Keys(0, 10), 0);
-  REQUIRE(hits.ok());
-  REQUIRE(hits->size() == 10);
+  auto pinned = env.pool->Lookup(2, Ref(ns), env.Keys(0, 10), 0);
+  REQUIRE(pinned.ok());
+  const auto& hits = pinned->hits;
+  REQUIRE(hits.size() == 10);
+  CHECK(pinned->batch != 0);
   for (int i = 0; i < 10; ++i) {
-    CHECK((*hits)[i].offset == (*g)[i].offset);
-    CHECK((*hits)[i].checksum == 1000u + i);
-    CHECK((*hits)[i].generation == (*g)[i].generation);
+    CHECK(hits[i].offset == (*g)[i].offset);
+    CHECK(hits[i].checksum == 1000u + i);
+    CHECK(hits[i].generation == (*g)[i].generation);
   }
   auto st = env.pool->Stats();
   CHECK(st.committed_blocks == 10);
   CHECK(st.pinned_slots == 10);
   CHECK(st.hits == 10);
-  std::vector<uint64_t> pinned;
-  for (auto& h : *hits) pinned.push_back(h.slot);
-  REQUIRE(env.pool->Release(2, pinned, {}).ok());
+  REQUIRE(env.pool->Release(2, {pinned->batch}, {}).ok());
   CHECK(env.pool->Stats().pinned_slots == 0);
-  // Releasing again: nothing held, InvalidArgument.
-  CHECK(env.pool->Release(2, pinned, {}).code() == absl::StatusCode::kInvalidArgument);
+  // Releasing again, or from another session: nothing held, InvalidArgument.
+  CHECK(env.pool->Release(2, {pinned->batch}, {}).code() == absl::StatusCode::kInvalidArgument);
+  auto again = env.pool->Lookup(2, Ref(ns), env.Keys(0, 10), 0);
+  CHECK(env.pool->Release(3, {again->batch}, {}).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(env.pool->Stats().pinned_slots == 10);
+  REQUIRE(env.pool->CheckInvariants().ok());
+  REQUIRE(env.pool->Release(2, {again->batch}, {}).ok());
   REQUIRE(env.pool->CheckInvariants().ok());
 }
 
@@ -117,14 +122,14 @@ TEST_CASE("lookup returns the longest contiguous prefix", "[kv][pool]") {
   env.Put(1, ns, 3, 2);  // k2 missing
   auto hits = env.pool->Lookup(1, Ref(ns), env.Keys(0, 5), 0);
   REQUIRE(hits.ok());
-  CHECK(hits->size() == 2);
+  CHECK(hits->hits.size() == 2);
   auto ex = env.pool->Exists(Ref(ns), env.Keys(0, 5));
   REQUIRE(ex.ok());
   CHECK(ex->prefix == 2);
   CHECK(ex->present == std::vector<bool>{true, true, false, true, true});
   // Exists does not pin.
   CHECK(env.pool->Stats().pinned_slots == 2);
-  CHECK(env.pool->Lookup(1, Ref(ns), env.Keys(2, 3), 0)->empty());
+  CHECK(env.pool->Lookup(1, Ref(ns), env.Keys(2, 3), 0)->hits.empty());
 }
 
 TEST_CASE("commit is all or nothing and checks ownership and leases", "[kv][pool]") {
@@ -168,7 +173,7 @@ TEST_CASE("a key committed again replaces the old block", "[kv][pool]") {
   auto first = env.Put(1, ns, 0, 1);
   auto g = *env.pool->Reserve(1, Ref(ns), 1, false, 0);
   REQUIRE(env.pool->Commit(1, Ref(ns), {{g[0].slot, Key(0), 77, 0}}, 0).ok());
-  auto hits = *env.pool->Lookup(1, Ref(ns), env.Keys(0, 1), 0);
+  auto hits = env.pool->Lookup(1, Ref(ns), env.Keys(0, 1), 0)->hits;
   REQUIRE(hits.size() == 1);
   CHECK(hits[0].slot == g[0].slot);
   CHECK(hits[0].checksum == 77);
@@ -192,7 +197,7 @@ TEST_CASE("leases: reservations and pins end by themselves", "[kv][pool][lease]"
   REQUIRE(env.pool->Commit(2, Ref(ns), e, kLease + 1).ok());
 
   // A reader pins everything, then vanishes: no room until its pins lapse.
-  REQUIRE(env.pool->Lookup(3, Ref(ns), env.Keys(0, 3), kLease + 2)->size() == 3);
+  REQUIRE(env.pool->Lookup(3, Ref(ns), env.Keys(0, 3), kLease + 2)->hits.size() == 3);
   CHECK(env.pool->Reserve(4, Ref(ns), 1, false, kLease + 3).status().code() ==
         absl::StatusCode::kResourceExhausted);
   CHECK(env.pool->ExpireLeases(2 * kLease + 2) == 3);
@@ -207,7 +212,7 @@ TEST_CASE("closing a session returns its reservations and pins", "[kv][pool][lea
   Env env(2);
   Namespace ns = env.Open("m", 4096);
   env.Put(1, ns, 0, 20);
-  REQUIRE(env.pool->Lookup(7, Ref(ns), env.Keys(0, 20), 0)->size() == 20);
+  REQUIRE(env.pool->Lookup(7, Ref(ns), env.Keys(0, 20), 0)->hits.size() == 20);
   REQUIRE(env.pool->Reserve(7, Ref(ns), 5, false, 0).ok());
   CHECK(env.pool->Stats().pinned_slots == 20);
   CHECK(env.pool->Stats().reserved_slots == 5);
@@ -222,26 +227,31 @@ TEST_CASE("closing a session returns its reservations and pins", "[kv][pool][lea
 }
 
 TEST_CASE("eviction: least recent first, a chain's tail before its head", "[kv][pool][evict]") {
-  Env env(1, /*sample=*/4);
+  Env env(1);  // one segment of 7 slots: the clock hand sees them all
   Namespace ns = env.Open("m", 128 << 10);
   // 1 MiB segment: 7 slots of 128 KiB.
-  env.Put(1, ns, 0, 4);  // chain a: depths 0..3
-  SECTION("tail goes first") {
-    env.Put(1, ns, 4, 3);  // fills the slab
-    auto g = env.pool->Reserve(1, Ref(ns), 1, false, 0);
+  env.Put(1, ns, 0, 4);  // chain a (depths 0..3) at t = 0
+  SECTION("the oldest go first, and of those the chain's tail") {
+    env.Put(1, ns, 4, 3, 2 * kSec);  // chain b, two seconds later: fills the slab
+    auto g = env.pool->Reserve(1, Ref(ns), 2, false, 2 * kSec);
     REQUIRE(g.ok());
-    // Among the 4 least recent (k0..k3, committed first), the deepest (k3) went.
+    // Chain a is older: its two deepest blocks (k3, then k2) went; its head stays.
     auto ex = *env.pool->Exists(Ref(ns), env.Keys(0, 7));
-    CHECK(ex.present == std::vector<bool>{true, true, true, false, true, true, true});
+    CHECK(ex.present == std::vector<bool>{true, true, false, false, true, true, true});
+  }
+  SECTION("blocks of the same moment: the deepest goes first") {
+    env.Put(1, ns, 4, 3);  // committed in the same second as chain a
+    REQUIRE(env.pool->Reserve(1, Ref(ns), 1, false, 0).ok());
+    CHECK(env.pool->Exists(Ref(ns), env.Keys(6, 1))->prefix == 0);  // depth 6
+    CHECK(env.pool->Exists(Ref(ns), env.Keys(0, 6))->prefix == 6);
   }
   SECTION("a looked-up prefix outlives untouched blocks") {
-    env.Put(1, ns, 100, 3);  // another chain (depths 100..102), newer
-    // Read chain a: it becomes most recent, and its head most recent of all.
-    auto hits = *env.pool->Lookup(2, Ref(ns), env.Keys(0, 4), 0);
-    std::vector<uint64_t> pinned;
-    for (auto& h : hits) pinned.push_back(h.slot);
-    REQUIRE(env.pool->Release(2, pinned, {}).ok());
-    auto g = env.pool->Reserve(1, Ref(ns), 3, false, 0);
+    env.Put(1, ns, 100, 3, 2 * kSec);  // another chain, newer than a
+    // Reading chain a later makes it the most recent.
+    auto pins = env.pool->Lookup(2, Ref(ns), env.Keys(0, 4), 4 * kSec);
+    REQUIRE(pins->hits.size() == 4);
+    REQUIRE(env.pool->Release(2, {pins->batch}, {}).ok());
+    auto g = env.pool->Reserve(1, Ref(ns), 3, false, 4 * kSec);
     REQUIRE(g.ok());
     auto ex = *env.pool->Exists(Ref(ns), env.Keys(0, 4));
     CHECK(ex.prefix == 4);
@@ -254,7 +264,7 @@ TEST_CASE("a full pool with everything pinned refuses, never overwrites", "[kv][
   Env env(2);
   Namespace ns = env.Open("m", 256 << 10);
   env.Put(1, ns, 0, 6);  // 2 segments × 3 slots
-  REQUIRE(env.pool->Lookup(2, Ref(ns), env.Keys(0, 6), 0)->size() == 6);
+  REQUIRE(env.pool->Lookup(2, Ref(ns), env.Keys(0, 6), 0)->hits.size() == 6);
   auto full = env.pool->Reserve(3, Ref(ns), 1, false, 0);
   CHECK(full.status().code() == absl::StatusCode::kResourceExhausted);
   CHECK(std::string(full.status().message()).find("pinned") != std::string::npos);
@@ -262,7 +272,7 @@ TEST_CASE("a full pool with everything pinned refuses, never overwrites", "[kv][
   CHECK(env.pool->Exists(Ref(ns), env.Keys(0, 6))->prefix == 6);
   // Partial: what can be had, when something can.
   env.pool->CloseSession(2);
-  REQUIRE(env.pool->Lookup(2, Ref(ns), env.Keys(0, 4), 0)->size() == 4);
+  REQUIRE(env.pool->Lookup(2, Ref(ns), env.Keys(0, 4), 0)->hits.size() == 4);
   // All-or-nothing that cannot be met: refused before evicting anything.
   CHECK(env.pool->Reserve(3, Ref(ns), 5, false, 0).status().code() ==
         absl::StatusCode::kResourceExhausted);
@@ -307,8 +317,8 @@ TEST_CASE("namespaces: fingerprints, isolation, reset", "[kv][pool][ns]") {
     Namespace b = env.Open("model/tp1", 4096, fp1);
     env.Put(1, a, 0, 5);
     env.Put(1, b, 0, 5);
-    auto ha = *env.pool->Lookup(1, Ref(a), env.Keys(0, 5), 0);
-    auto hb = *env.pool->Lookup(1, Ref(b), env.Keys(0, 5), 0);
+    auto ha = env.pool->Lookup(1, Ref(a), env.Keys(0, 5), 0)->hits;
+    auto hb = env.pool->Lookup(1, Ref(b), env.Keys(0, 5), 0)->hits;
     for (int i = 0; i < 5; ++i) CHECK(ha[i].slot != hb[i].slot);
     // Reset a while a reader still holds its pins: b untouched, a's pinned slots stay readable
     // until released, then are freed.
@@ -403,12 +413,12 @@ TEST_CASE("storm: random operations keep every invariant and never serve a wrong
         auto hits = env.pool->Lookup(session, Ref(n), env.Keys(base, 8), now);
         REQUIRE(hits.ok());
         Held h{session, {}, {}, which};
-        for (size_t i = 0; i < hits->size(); ++i) {
+        for (size_t i = 0; i < hits->hits.size(); ++i) {
           auto it = model.find({n.id, base + static_cast<int>(i)});
           REQUIRE(it != model.end());
-          CHECK(it->second == (*hits)[i].checksum);
-          h.pinned.push_back((*hits)[i].slot);
+          CHECK(it->second == hits->hits[i].checksum);
         }
+        if (hits->batch != 0) h.pinned.push_back(hits->batch);
         if (rng() % 3 == 0) {
           REQUIRE(env.pool->Release(session, h.pinned, {}).ok());
         } else {
@@ -458,4 +468,20 @@ TEST_CASE("storm: random operations keep every invariant and never serve a wrong
   CHECK(st.pinned_slots == 0);
   CHECK(st.reserved_slots == 0);
   CHECK(st.evictions > 0);
+}
+
+TEST_CASE("segments that stay free give their memory back", "[kv][pool]") {
+  Env env(4);
+  Namespace ns = env.Open("m", 256 << 10);
+  env.Put(1, ns, 0, 6, 0);  // two segments
+  CHECK(env.pool->Stats().segments_used == 2);
+  REQUIRE(env.pool->Reset(Ref(ns)).ok());
+  CHECK(env.pool->Stats().segments_used == 0);
+  CHECK(env.pool->TrimFreeSegments(kSec) == 0);       // freed too recently
+  CHECK(env.pool->TrimFreeSegments(20 * kSec) == 2);  // idle long enough: both trimmed
+  CHECK(env.pool->TrimFreeSegments(30 * kSec) == 0);  // nothing left to trim
+  // Trimmed memory reads back as zeroes and is usable again.
+  env.Put(1, ns, 10, 6, 31 * kSec);
+  CHECK(env.pool->Exists(Ref(ns), env.Keys(10, 6))->prefix == 6);
+  REQUIRE(env.pool->CheckInvariants().ok());
 }

@@ -149,12 +149,11 @@ TEST_CASE("a corrupted block is detected and not served", "[kv][service]") {
   auto keys = Keys(3, "c");
   REQUIRE(c->Put(ns, keys, src)->stored == 3);
   // Flip one byte of block 1 in the shared slab.
-  auto hits = c->Lookup(ns, keys);
-  REQUIRE(hits.ok());
-  REQUIRE(hits->size() == 3);
-  c->slab_base()[(*hits)[1].offset + 100] ^= std::byte{1};
-  std::vector<uint64_t> pinned = {(*hits)[0].slot, (*hits)[1].slot, (*hits)[2].slot};
-  REQUIRE(c->Release(pinned, {}).ok());
+  auto pins = c->Lookup(ns, keys);
+  REQUIRE(pins.ok());
+  REQUIRE(pins->hits.size() == 3);
+  c->slab_base()[pins->hits[1].offset + 100] ^= std::byte{1};
+  REQUIRE(c->Release({pins->batch}, {}).ok());
   std::vector<std::vector<uint8_t>> out(3, std::vector<uint8_t>(4096));
   std::vector<void*> dst = {out[0].data(), out[1].data(), out[2].data()};
   auto got = c->Get(ns, keys, dst);
@@ -188,7 +187,7 @@ TEST_CASE("a client that goes away gives back its reservations and pins", "[kv][
   {
     auto reader = s.Connect();
     auto rns = *reader->OpenNamespace("m", Fp(), 4096);
-    REQUIRE(reader->Lookup(rns, Keys(10, "g"))->size() == 10);
+    REQUIRE(reader->Lookup(rns, Keys(10, "g"))->hits.size() == 10);
     REQUIRE(reader->Reserve(rns, 5, false)->size() == 5);
     auto st = *s.svc->Stats();
     CHECK(st.pinned_slots == 10);
@@ -216,7 +215,7 @@ TEST_CASE("a full pool answers ResourceExhausted; a partial put stores a prefix"
   REQUIRE(put.ok());
   CHECK(put->stored == 24);
   auto pins = c->Lookup(ns, keys);
-  REQUIRE(pins->size() == 24);
+  REQUIRE(pins->hits.size() == 24);
   std::vector<const void*> one(1, d.data());
   auto full = c->Put(ns, Keys(1, "more"), one);
   CHECK(full.status().code() == absl::StatusCode::kResourceExhausted);

@@ -87,6 +87,8 @@ int Run(const std::string& config_path) {
 
   openlake::io::RuntimeOptions ro;
   ro.cpus = cfg.cores;
+  // Requests that follow closely (an engine's steps) are picked up without a wake-up.
+  ro.poll_window = absl::Microseconds(50);
   auto rt_or = openlake::io::Runtime::Create(ro);
   if (!rt_or.ok()) {
     std::fprintf(stderr, "openlaked: %s\n", std::string(rt_or.status().message()).c_str());

@@ -42,6 +42,8 @@ struct ClientOptions {
   absl::Duration call_timeout = absl::Seconds(10);
   // Map the slab when the daemon is local (false: control only).
   bool map_slab = true;
+  // How long a call polls for its answer before sleeping (see net::RpcClientOptions::spin).
+  absl::Duration spin = absl::Microseconds(50);
 };
 
 // A piece of a block: blocks are the concatenation of their pieces, in order.
@@ -96,6 +98,11 @@ struct SlotHit {
   uint64_t generation = 0;
   uint64_t checksum = 0;
 };
+// The answer of a Lookup: the leading hits, all pinned under one pin batch id.
+struct Pins {
+  uint64_t batch = 0;  // 0 when nothing was found (nothing to release)
+  std::vector<SlotHit> hits;
+};
 struct CommitEntry {
   uint64_t slot = 0;
   BlockKey key;
@@ -147,11 +154,11 @@ class OL_EXPORT Client {
   absl::StatusOr<std::vector<SlotGrant>> Reserve(const Namespace& ns, uint32_t count,
                                                  bool allow_partial);
   absl::Status Commit(const Namespace& ns, absl::Span<const CommitEntry> entries);
-  // Pins and returns the leading hits.
-  absl::StatusOr<std::vector<SlotHit>> Lookup(const Namespace& ns, absl::Span<const BlockKey> keys);
-  // Releases pins and unused reservations. With `wait` false the request is sent and its
-  // answer read by a later call.
-  absl::Status Release(absl::Span<const uint64_t> pinned, absl::Span<const uint64_t> reserved,
+  // Pins and returns the leading hits, as one pin batch.
+  absl::StatusOr<Pins> Lookup(const Namespace& ns, absl::Span<const BlockKey> keys);
+  // Releases pin batches (Pins::batch) and unused reservations (SlotGrant::slot). With `wait`
+  // false the request is sent and its answer read by a later call.
+  absl::Status Release(absl::Span<const uint64_t> pin_batches, absl::Span<const uint64_t> reserved,
                        bool wait = true);
   // True while `hit`'s slot has not been handed to another writer since Lookup: check it
   // after copying out.

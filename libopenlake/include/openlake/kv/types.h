@@ -45,7 +45,12 @@ class BlockKey {
   }
   size_t size() const { return len_; }
   bool empty() const { return len_ == 0; }
-  friend bool operator==(const BlockKey& a, const BlockKey& b) { return a.bytes() == b.bytes(); }
+  // All kMaxKeyBytes bytes; those past size() are always zero, so whole-array comparisons and
+  // hashes are exact.
+  const uint8_t* padded() const { return bytes_.data(); }
+  friend bool operator==(const BlockKey& a, const BlockKey& b) {
+    return a.len_ == b.len_ && std::memcmp(a.bytes_.data(), b.bytes_.data(), kMaxKeyBytes) == 0;
+  }
 
  private:
   std::array<uint8_t, kMaxKeyBytes> bytes_{};
