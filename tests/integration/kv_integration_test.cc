@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -99,11 +98,14 @@ class Daemon {
         },
         20);
     if (!up || pid_ < 0) return false;
-    std::smatch m;
+    // "KV pool: tcp ADDR, unix PATH; ..."
     const std::string out = Output();
-    if (std::regex_search(out, m, std::regex("tcp (\\S+), unix (\\S+);"))) {
-      tcp_ = m[1];
-      unix_ = m[2];
+    const size_t t = out.find("tcp ");
+    const size_t u = out.find(", unix ", t);
+    const size_t e = out.find(';', u);
+    if (t != std::string::npos && u != std::string::npos && e != std::string::npos) {
+      tcp_ = out.substr(t + 4, u - t - 4);
+      unix_ = out.substr(u + 7, e - u - 7);
     }
     return !tcp_.empty();
   }
