@@ -167,12 +167,12 @@ absl::Status RpcClient::ReadFrame(absl::Time deadline, FrameHeader* h, std::stri
     const size_t want = std::max<size_t>(need, have + (64 << 10));
     if (rbeg_ + want > rcap_) {
       if (want <= rcap_) {
-        std::memmove(rbuf_.get(), rbuf_.get() + rbeg_, have);
+        if (have > 0) std::memmove(rbuf_.get(), rbuf_.get() + rbeg_, have);
       } else {
         size_t cap = std::max<size_t>(rcap_, 128 << 10);
         while (cap < want) cap *= 2;
         auto bigger = std::make_unique<char[]>(cap);
-        std::memcpy(bigger.get(), rbuf_.get() + rbeg_, have);
+        if (have > 0) std::memcpy(bigger.get(), rbuf_.get() + rbeg_, have);
         rbuf_ = std::move(bigger);
         rcap_ = cap;
       }
