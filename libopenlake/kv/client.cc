@@ -99,6 +99,18 @@ absl::StatusOr<std::pair<wire::AttachResponse, int>> AttachOver(net::RpcClient& 
   return std::make_pair(std::move(resp), r.fd);
 }
 
+// A Namespace from an OpenNamespace or FindNamespace answer.
+template <typename Resp>
+Namespace NamespaceFrom(std::string_view name, const Resp& resp) {
+  Namespace ns;
+  ns.id = resp.id();
+  ns.digest = resp.digest();
+  ns.name = std::string(name);
+  ns.block_bytes = resp.block_bytes();
+  ns.slot_bytes = resp.slot_bytes();
+  return ns;
+}
+
 }  // namespace
 
 Client::Client(std::unique_ptr<Impl> impl)
@@ -146,6 +158,12 @@ std::byte* Client::slab_base() const {
   return impl_->slab ? static_cast<std::byte*>(impl_->slab->base()) : nullptr;
 }
 uint64_t Client::slab_bytes() const { return impl_->slab ? impl_->slab->size() : 0; }
+uint64_t Client::slab_segments_offset() const {
+  return impl_->slab ? impl_->slab->header().segments_offset : 0;
+}
+uint64_t Client::slab_segment_bytes() const {
+  return impl_->slab ? impl_->slab->header().segment_bytes : 0;
+}
 const std::string& Client::server_version() const { return impl_->attach.version(); }
 
 absl::StatusOr<Namespace> Client::OpenNamespace(std::string_view name, const LayoutFingerprint& fp,
@@ -156,16 +174,19 @@ absl::StatusOr<Namespace> Client::OpenNamespace(std::string_view name, const Lay
   req.set_block_bytes(block_bytes);
   OL_ASSIGN_OR_RETURN(auto resp,
                       impl_->Call<wire::OpenNamespaceResponse>(wire::kOpenNamespace, req));
-  Namespace ns;
-  ns.id = resp.id();
-  ns.digest = resp.digest();
-  ns.name = std::string(name);
-  ns.block_bytes = resp.block_bytes();
-  ns.slot_bytes = resp.slot_bytes();
+  Namespace ns = NamespaceFrom(name, resp);
   if (ns.digest != fp.Digest()) {
     return absl::InternalError("daemon computed another fingerprint digest (version skew?)");
   }
   return ns;
+}
+
+absl::StatusOr<Namespace> Client::FindNamespace(std::string_view name) {
+  wire::FindNamespaceRequest req;
+  req.set_name(std::string(name));
+  OL_ASSIGN_OR_RETURN(auto resp,
+                      impl_->Call<wire::FindNamespaceResponse>(wire::kFindNamespace, req));
+  return NamespaceFrom(name, resp);
 }
 
 absl::StatusOr<std::vector<SlotGrant>> Client::Reserve(const Namespace& ns, uint32_t count,
@@ -380,6 +401,16 @@ absl::StatusOr<ExistsResult> Client::Exists(const Namespace& ns, absl::Span<cons
   r.present.resize(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) r.present[i] = resp.present()[i] != 0;
   return r;
+}
+
+absl::StatusOr<uint32_t> Client::Remove(const Namespace& ns, absl::Span<const BlockKey> keys) {
+  wire::RemoveRequest req;
+  Impl::SetRef(ns, req.mutable_ns());
+  uint32_t key_len = 0;
+  OL_RETURN_IF_ERROR(wire::PackKeys(keys.data(), keys.size(), req.mutable_keys(), &key_len));
+  req.set_key_len(key_len);
+  OL_ASSIGN_OR_RETURN(auto resp, impl_->Call<wire::RemoveResponse>(wire::kRemove, req));
+  return resp.removed();
 }
 
 absl::Status Client::Reset(const Namespace& ns) {

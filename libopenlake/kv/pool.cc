@@ -86,6 +86,17 @@ absl::StatusOr<Namespace> Pool::OpenNamespace(std::string_view name, const Layou
   return out;
 }
 
+absl::StatusOr<Namespace> Pool::FindNamespace(std::string_view name,
+                                              std::string* fingerprint) const {
+  auto it = ns_by_name_.find(std::string(name));
+  if (it == ns_by_name_.end()) {
+    return absl::NotFoundError(StrCat("no namespace named '", name, "'"));
+  }
+  const NamespaceState& st = namespaces_.at(it->second);
+  if (fingerprint != nullptr) *fingerprint = st.fp.Describe();
+  return st.ns;
+}
+
 absl::StatusOr<Pool::NamespaceState*> Pool::Check(NsRef ref) {
   auto it = namespaces_.find(ref.id);
   if (it == namespaces_.end()) {
@@ -602,6 +613,18 @@ absl::Status Pool::Reset(NsRef ref) {
   }
   for (uint64_t slot : victims) Unbind(slot);
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> Pool::Remove(NsRef ref, absl::Span<const BlockKey> keys) {
+  OL_ASSIGN_OR_RETURN(NamespaceState * ns, Check(ref));
+  uint32_t removed = 0;
+  for (const BlockKey& k : keys) {
+    auto it = index_.find(IndexKey{ns->ns.id, k});
+    if (it == index_.end()) continue;
+    Unbind(it->second);
+    ++removed;
+  }
+  return removed;
 }
 
 void Pool::CloseSession(uint64_t session) {

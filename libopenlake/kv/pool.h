@@ -89,6 +89,10 @@ class Pool {
   absl::StatusOr<Namespace> OpenNamespace(std::string_view name, const LayoutFingerprint& fp,
                                           uint32_t block_bytes);
 
+  // The namespace called `name`, with its fingerprint's description; NotFound when none. For
+  // readers that only ask what exists (a scheduler) and cannot compute the full fingerprint.
+  absl::StatusOr<Namespace> FindNamespace(std::string_view name, std::string* fingerprint) const;
+
   // Ends a session: frees its reservations and drops its pins.
   void CloseSession(uint64_t session);
 
@@ -113,6 +117,9 @@ class Pool {
   // Drops every block of `ns` (pinned ones stay readable until released). Other namespaces are
   // untouched.
   absl::Status Reset(NsRef ns);
+  // Drops the blocks of these keys (pinned ones stay readable until released); returns how
+  // many were present.
+  absl::StatusOr<uint32_t> Remove(NsRef ns, absl::Span<const BlockKey> keys);
   // Ends leases whose deadline is ≤ now_ns; returns how many reservations and pins ended.
   size_t ExpireLeases(int64_t now_ns);
   // Returns the memory of segments free since before now_ns - trim_after_ns to the kernel.

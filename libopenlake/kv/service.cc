@@ -60,8 +60,9 @@ class KvService::Impl {
         slab_(std::move(slab)),
         pool_(slab_->base(), PoolOptions{absl::ToInt64Nanoseconds(o.lease), 16}),
         metrics_(1) {
-    const char* names[] = {"attach",  "open_namespace", "reserve", "commit", "lookup",
-                           "release", "exists",         "reset",   "stats"};
+    const char* names[] = {"attach", "open_namespace", "reserve", "commit",
+                           "lookup", "release",        "exists",  "reset",
+                           "stats",  "find_namespace", "remove"};
     for (const char* n : names) {
       latency_.push_back(metrics_.AddHistogram(StrCat("kv_", n, "_us"),
                                                StrCat("Latency of KV ", n, " requests, µs")));
@@ -182,6 +183,19 @@ class KvService::Impl {
           return Reply(call, resp);
         });
 
+    Add<wire::FindNamespaceRequest>(
+        wire::kFindNamespace, [this](net::RpcCall& call, const wire::FindNamespaceRequest& req) {
+          std::string fp;
+          OL_ASSIGN_OR_RETURN(Namespace ns, pool_.FindNamespace(req.name(), &fp));
+          wire::FindNamespaceResponse resp;
+          resp.set_id(ns.id);
+          resp.set_digest(ns.digest);
+          resp.set_slot_bytes(ns.slot_bytes);
+          resp.set_block_bytes(ns.block_bytes);
+          resp.set_fingerprint(fp);
+          return Reply(call, resp);
+        });
+
     Add<wire::ReserveRequest>(wire::kReserve, [this](net::RpcCall& call,
                                                      const wire::ReserveRequest& req) {
       if (req.count() > wire::kMaxBatch) {
@@ -269,6 +283,15 @@ class KvService::Impl {
           std::string present(r.present.size(), '\0');
           for (size_t i = 0; i < r.present.size(); ++i) present[i] = r.present[i] ? 1 : 0;
           resp.set_present(std::move(present));
+          return Reply(call, resp);
+        });
+
+    Add<wire::RemoveRequest>(
+        wire::kRemove, [this](net::RpcCall& call, const wire::RemoveRequest& req) {
+          OL_ASSIGN_OR_RETURN(auto keys, wire::UnpackKeys(req.keys(), req.key_len()));
+          OL_ASSIGN_OR_RETURN(uint32_t removed, pool_.Remove(Ref(req.ns()), keys));
+          wire::RemoveResponse resp;
+          resp.set_removed(removed);
           return Reply(call, resp);
         });
 

@@ -23,6 +23,8 @@ enum Method : uint16_t {
   kExists = 7,
   kReset = 8,
   kStats = 9,
+  kFindNamespace = 10,
+  kRemove = 11,
 };
 
 // At most this many keys in one request (and so slots in one answer).

@@ -2,6 +2,7 @@
 // and client processes forked from this test, talking over loopback and a Unix socket.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -76,6 +77,8 @@ class Daemon {
     pid_ = fork();
     REQUIRE(pid_ >= 0);
     if (pid_ == 0) {
+      // Dies with the test, even when the test itself crashes.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (chdir(cwd.c_str()) != 0) _exit(126);
       const int fd = open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
       dup2(fd, 1);

@@ -485,3 +485,30 @@ TEST_CASE("segments that stay free give their memory back", "[kv][pool]") {
   CHECK(env.pool->Exists(Ref(ns), env.Keys(10, 6))->prefix == 6);
   REQUIRE(env.pool->CheckInvariants().ok());
 }
+
+TEST_CASE("find a namespace by name; remove single keys", "[kv][pool][ns]") {
+  Env env(4);
+  Namespace ns = env.Open("model/tp0", 4096);
+  std::string fp;
+  auto found = env.pool->FindNamespace("model/tp0", &fp);
+  REQUIRE(found.ok());
+  CHECK(found->id == ns.id);
+  CHECK(found->digest == ns.digest);
+  CHECK(fp.find("dtype=bfloat16") != std::string::npos);
+  CHECK(env.pool->FindNamespace("other", nullptr).status().code() == absl::StatusCode::kNotFound);
+
+  env.Put(1, ns, 0, 4);
+  auto pins = env.pool->Lookup(2, Ref(ns), env.Keys(1, 1), 0);  // a reader holds k1
+  REQUIRE(pins->hits.size() == 1);
+  auto removed = env.pool->Remove(Ref(ns), env.Keys(0, 3));
+  REQUIRE(removed.ok());
+  CHECK(*removed == 3);
+  CHECK(env.pool->Exists(Ref(ns), env.Keys(0, 4))->present ==
+        std::vector<bool>{false, false, false, true});
+  CHECK(*env.pool->Remove(Ref(ns), env.Keys(0, 1)) == 0);  // already gone
+  REQUIRE(env.pool->CheckInvariants().ok());
+  CHECK(env.pool->Stats().pinned_slots == 1);  // the reader's slot lives on, unbound
+  REQUIRE(env.pool->Release(2, {pins->batch}, {}).ok());
+  CHECK(env.pool->Stats().pinned_slots == 0);
+  REQUIRE(env.pool->CheckInvariants().ok());
+}

@@ -10,6 +10,8 @@ PACKAGES="
   liburing-dev libisal-dev libabsl-dev libprotobuf-dev protobuf-compiler
   libtomlplusplus-dev libssl-dev libcli11-dev catch2
   libucx-dev libibverbs-dev
+  pybind11-dev python3-dev python3-venv python3-pip python3-mesonpy
+  python3-pytest python3-numpy python3-torch
   fio redis-server
 "
 

@@ -1,7 +1,10 @@
 #!/bin/sh
 # `make test`: install what is missing, build, and run every test suite:
-#   unit and integration (build/), the benchmarks' smoke runs (suite bench), and the unit
-#   suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/).
+#   unit and integration (build/; integration includes the Python binding and connector tests
+#   and a real `pip install ./bindings/python`), the benchmarks' smoke runs (suite bench),
+#   hardware tests (suite hw: they skip where no GPU or RDMA device exists), and the unit and
+#   integration suites again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/,
+#   C++ only).
 # OPENLAKE_SKIP_ASAN=1 skips the sanitizer build.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -9,11 +12,12 @@ tools/scripts/deps.sh
 
 start=$(date +%s)
 tools/scripts/build.sh build
-meson test -C build --suite unit --suite integration --suite bench --print-errorlogs \
+meson test -C build --suite unit --suite integration --suite bench --suite hw --print-errorlogs \
   --num-processes 2
 
 if [ "${OPENLAKE_SKIP_ASAN:-0}" != 1 ]; then
-  tools/scripts/build.sh build-asan -Dbench=false -Db_sanitize=address,undefined -Db_lundef=false
+  tools/scripts/build.sh build-asan -Dbench=false -Dpython=disabled \
+    -Db_sanitize=address,undefined -Db_lundef=false
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C build-asan --suite unit --suite integration --print-errorlogs --num-processes 2
 fi

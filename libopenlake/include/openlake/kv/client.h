@@ -119,6 +119,10 @@ class OL_EXPORT Client {
   // The mapped slab (nullptr when not mapped).
   std::byte* slab_base() const;
   uint64_t slab_bytes() const;
+  // Where segments start in the slab and how large each is (0 without a slab): an engine that
+  // pins slab memory for DMA can do it a segment at a time, as blocks land there.
+  uint64_t slab_segments_offset() const;
+  uint64_t slab_segment_bytes() const;
   bool has_slab() const { return slab_base() != nullptr; }
   const std::string& server_version() const;
   // Lease of reservations and pins, as the daemon runs it.
@@ -126,6 +130,11 @@ class OL_EXPORT Client {
 
   absl::StatusOr<Namespace> OpenNamespace(std::string_view name, const LayoutFingerprint& fp,
                                           uint32_t block_bytes);
+
+  // The namespace called `name` as it exists in the pool (NotFound when none), for callers that
+  // only ask what exists (Exists, Stats) and cannot compute its full fingerprint. Reading or
+  // writing bytes needs OpenNamespace, which checks the fingerprint.
+  absl::StatusOr<Namespace> FindNamespace(std::string_view name);
 
   // Stores blocks[i] under keys[i]. Each block's pieces must add up to ns.block_bytes. Stores a
   // prefix when the pool has room for only part.
@@ -148,6 +157,8 @@ class OL_EXPORT Client {
   absl::StatusOr<ExistsResult> Exists(const Namespace& ns, absl::Span<const BlockKey> keys);
   // Drops every block of `ns`; other namespaces are untouched.
   absl::Status Reset(const Namespace& ns);
+  // Drops the blocks of these keys; returns how many were present.
+  absl::StatusOr<uint32_t> Remove(const Namespace& ns, absl::Span<const BlockKey> keys);
   absl::StatusOr<PoolStats> Stats();
 
   // ---- Low level. Offsets are from slab_base().

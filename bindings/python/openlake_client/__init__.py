@@ -1,0 +1,58 @@
+"""OpenLake KV-cache pool client and the vLLM KV connector.
+
+    import openlake_client as ol
+    c = ol.Client("127.0.0.1:9400")          # moves to the local Unix socket, maps the slab
+    ns = c.open_namespace("llama-8b/tp0", {"model": "meta-llama/Llama-3.1-8B",
+                                           "dtype": "bfloat16"}, block_bytes)
+    stored = c.put(ns, [key], [[(address, length), ...]])
+    loaded, states = c.get(ns, [key], [[(address, length), ...]])
+
+The vLLM connector is `openlake_client.openlake_connector.OpenLakeConnector` (see docs/vllm.md).
+Importing this package starts nothing: no thread, socket or daemon until a Client is made.
+"""
+
+from openlake_client._openlake import (  # noqa: F401  (re-exported)
+    Client,
+    DataLossError,
+    DeadlineExceededError,
+    InvalidArgumentError,
+    Namespace,
+    NotFoundError,
+    OpenLakeError,
+    PermissionDeniedError,
+    PoolFullError,
+    PreconditionError,
+    UnavailableError,
+    crc64,
+    crc64_at,
+    crc64_many,
+    version,
+)
+
+__version__ = version()
+
+# States returned by Client.get, per key.
+LOADED = 0
+MISSING = 1
+CORRUPT = 2
+
+__all__ = [
+    "Client",
+    "Namespace",
+    "OpenLakeError",
+    "NotFoundError",
+    "UnavailableError",
+    "DeadlineExceededError",
+    "PoolFullError",
+    "PreconditionError",
+    "InvalidArgumentError",
+    "PermissionDeniedError",
+    "DataLossError",
+    "crc64",
+    "crc64_at",
+    "crc64_many",
+    "version",
+    "LOADED",
+    "MISSING",
+    "CORRUPT",
+]
