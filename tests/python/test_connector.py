@@ -220,8 +220,9 @@ def test_abort_during_an_async_load_frees_the_blocks_after_done_recving(daemon):
     e.shutdown()
 
 
-def test_a_corrupt_stored_block_is_reported_recomputed_and_replaced(daemon):
-    e = MiniEngine(extra(daemon, async_save=False))
+@pytest.mark.parametrize("engine", ["memcpy", "torch"])
+def test_a_corrupt_stored_block_is_reported_recomputed_and_replaced(daemon, engine):
+    e = MiniEngine(extra(daemon, async_save=False, copy_engine=engine))
     p = prompt(24, 13)
     a = e.add("a", p)
     run_ok(e)
@@ -392,9 +393,11 @@ def test_reset_cache_and_shutdown_twice(daemon):
     e.shutdown()  # idempotent
 
 
-def test_torch_copy_engine_on_host_tensors(daemon):
-    # The engine GPUs use, exercised here on host tensors: batched gathers/scatters by torch.
-    e = MiniEngine(extra(daemon, copy_engine="torch"), layout="std_lbnhc")
+@pytest.mark.parametrize("layout", ["std_lbnhc", "legacy_fa_hnd", "kernel_r2", "mla"])
+def test_torch_copy_engine_on_host_tensors(daemon, layout):
+    # The engine GPUs use, exercised here on host tensors: batched gathers and scatters, and
+    # one row copy per step and direction between staging and the slab.
+    e = MiniEngine(extra(daemon, copy_engine="torch"), layout=layout)
     assert e.workers[0].connector._mover.name == "torch"
     p = prompt(22, 20)
     e.add("a", p)

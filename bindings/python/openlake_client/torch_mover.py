@@ -4,28 +4,48 @@ Used by the connector when the KV cache is on a GPU (and, for tests, on the host
 blocks move in batches, never one copy call per layer and block:
 
   save:  per (layer, byte range) one gather (index_select) of every block of the step into a
-         staging buffer laid out as OpenLake blocks; one copy per block from the staging buffer
-         into its reserved slot (pinned slab memory, so a GPU copies it by DMA); CRC-64 of the
-         slots on `crc_threads` host threads; one Commit.
+         staging buffer laid out as OpenLake blocks; then ONE index_copy_ writes every staged
+         block into its reserved slot, the slab seen as rows of R bytes (4 KiB for blocks of
+         4 KiB and more); CRC-64 of the slots on `crc_threads` host threads; one Commit.
   load:  one Lookup (pins the hits); CRC-64 of the slots, verified against what was committed;
-         one copy per block from the slab into staging; per (layer, byte range) one scatter
-         (index_copy_) into the KV cache; the generation re-checked after copying; one Release.
+         ONE index_select reads every verified slot into staging; per (layer, byte range) one
+         scatter (index_copy_) into the KV cache; the generation re-checked; one Release.
 
-On a GPU the slab is registered with CUDA (page-locked) a segment at a time, as blocks land in it,
-so a large slab costs nothing until used.
+On a GPU the slab's segments are registered with CUDA as mapped, page-locked memory (a segment
+at a time, as blocks land in it, so a large slab costs nothing until used) and the slab is seen
+by the GPU through a CUDA tensor aliasing that memory: the row copy is one kernel that reads or
+writes host memory over PCIe directly. Where that alias cannot be made, each block crosses in
+one cudaMemcpy instead (logged once).
 """
 
 from __future__ import annotations
 
+import logging
+import math
 from typing import Any, List, Set, Tuple
 
 import openlake_client
+
+logger = logging.getLogger("openlake_client.torch_mover")
+
+_CUDA_HOST_REGISTER_PORTABLE = 1
+_CUDA_HOST_REGISTER_MAPPED = 2
+_CUDA_ERROR_ALREADY_REGISTERED = 712
 
 
 def _untyped_storage(t: Any) -> Any:
     if hasattr(t, "untyped_storage"):
         return t.untyped_storage()  # torch >= 2.0
     return t.storage().untyped()  # torch 1.13
+
+
+class _CudaArray:
+    """Describes device-addressable memory to torch (__cuda_array_interface__, version 3)."""
+
+    def __init__(self, address: int, nbytes: int):
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,), "typestr": "|u1", "data": (address, False), "version": 3,
+            "strides": None}
 
 
 class TorchMover:
@@ -41,21 +61,31 @@ class TorchMover:
         self._crc_threads = crc_threads
         self._device = torch.device(layout.device)
         self._cuda = self._device.type == "cuda"
-        # The whole slab as a host uint8 tensor: a view, no copy.
-        self._slab = torch.frombuffer(client.slab_view(), dtype=torch.uint8)
+        self._bb = int(layout.block_bytes)
         self._slab_addr = int(client.slab_address)
         self._seg_off = int(client.slab_segments_offset)
         self._seg_bytes = int(client.slab_segment_bytes)
         self._registered: Set[int] = set()
-        self._bb = int(layout.block_bytes)
+        # Slots start on 4 KiB boundaries for blocks of 4 KiB and more (64 bytes below): rows of
+        # that size (or less, to divide the block) address every slot of the slab.
+        self._row = math.gcd(4096 if self._bb >= 4096 else 64, self._bb)
+        # The slab as host memory (a view, no copy), for per-block fallback copies.
+        self._slab_host = torch.frombuffer(client.slab_view(), dtype=torch.uint8)
+        self._slab_rows = None  # the segments area as (rows, R), on the KV cache's device
+        if self._cuda:
+            self._slab_rows = self._cuda_alias()
+        else:
+            area = self._slab_host[self._seg_off:]
+            self._slab_rows = area[:area.numel() // self._row * self._row].view(-1, self._row)
+
         # One 2-D byte view per (layer, byte range of a kernel block): row k = kernel block k.
         # Columns of the staging buffer follow OpenLake block order (layout.pieces).
         self._ranges: List[Tuple[Any, int, int, int]] = []  # (view, kernel offset j, col, len)
-        self._storages = []
         col = 0
         for plan in layout.layers:
-            storage = _untyped_storage(self._find_tensor(plan))
-            self._storages.append(storage)
+            t = layout.tensors[plan.name]
+            t = t[0] if isinstance(t, (list, tuple)) else t
+            storage = _untyped_storage(t)
             whole = torch.empty(0, dtype=torch.uint8, device=self._device)
             whole.set_(storage, 0, (storage.nbytes(),), (1,))
             start = plan.base - storage.data_ptr()
@@ -68,40 +98,63 @@ class TorchMover:
         if col != self._bb:
             raise ValueError(f"torch copy plan covers {col} bytes of a {self._bb}-byte block")
 
-    def _find_tensor(self, plan: Any) -> Any:
-        t = self._layout.tensors[plan.name]
-        return t[0] if isinstance(t, (list, tuple)) else t
+    # ---- Slab memory -----------------------------------------------------------------------
+
+    def _seg_addr(self, seg: int) -> int:
+        return self._slab_addr + self._seg_off + seg * self._seg_bytes
+
+    def _register(self, seg: int) -> None:
+        cudart = self._torch.cuda.cudart()
+        rc = cudart.cudaHostRegister(self._seg_addr(seg), self._seg_bytes,
+                                     _CUDA_HOST_REGISTER_PORTABLE | _CUDA_HOST_REGISTER_MAPPED)
+        code = int(getattr(rc, "value", rc))
+        if code not in (0, _CUDA_ERROR_ALREADY_REGISTERED):
+            raise RuntimeError(f"cudaHostRegister of KV slab segment {seg} failed (CUDA error {code})")
+        self._registered.add(seg)
+
+    def _cuda_alias(self) -> Any:
+        """A CUDA uint8 tensor over the slab's segments (mapped host memory), or None."""
+        try:
+            self._register(0)
+            nbytes = int(self._client.slab_bytes) - self._seg_off
+            nbytes -= nbytes % self._row
+            # With unified addressing the device address of mapped, registered host memory is
+            # its host address.
+            alias = self._torch.as_tensor(_CudaArray(self._seg_addr(0), nbytes), device=self._device)
+            return alias.view(-1, self._row)
+        except Exception as e:  # no UVA, an old torch, ...: fall back to per-block copies
+            logger.warning("OpenLake: the GPU cannot address the slab directly (%s); each block "
+                           "will cross PCIe in a copy of its own", e)
+            return None
+
+    def _pin(self, offsets: List[int]) -> None:
+        """Registers with CUDA the slab segments these slots lie in (once each)."""
+        if not self._cuda:
+            return
+        for off in offsets:
+            seg = (off - self._seg_off) // self._seg_bytes
+            if seg not in self._registered:
+                self._register(seg)
 
     def close(self) -> None:
+        self._slab_rows = None
         if self._cuda:
             cudart = self._torch.cuda.cudart()
             for seg in sorted(self._registered):
                 cudart.cudaHostUnregister(self._seg_addr(seg))
         self._registered.clear()
 
-    # ---- Slab memory -----------------------------------------------------------------------
-
-    def _seg_addr(self, seg: int) -> int:
-        return self._slab_addr + self._seg_off + seg * self._seg_bytes
-
-    def _pin(self, offsets: List[int]) -> None:
-        """Registers with CUDA the slab segments these slots lie in (once each)."""
-        if not self._cuda:
-            return
-        cudart = self._torch.cuda.cudart()
-        for off in offsets:
-            seg = (off - self._seg_off) // self._seg_bytes
-            if seg in self._registered:
-                continue
-            rc = cudart.cudaHostRegister(self._seg_addr(seg), self._seg_bytes, 0)
-            code = int(rc.value) if hasattr(rc, "value") else int(rc)
-            if code not in (0, 712):  # 712: already registered
-                raise RuntimeError(f"cudaHostRegister of a KV slab segment failed (error {code})")
-            self._registered.add(seg)
-
     def _sync(self) -> None:
         if self._cuda:
             self._torch.cuda.current_stream(self._device).synchronize()
+
+    def _rows(self, offsets: List[int]) -> Any:
+        """Row indexes (into the segments area) of these slots, block after block."""
+        torch = self._torch
+        per = self._bb // self._row
+        first = torch.tensor([(off - self._seg_off) // self._row for off in offsets],
+                             dtype=torch.long, device=self._device)
+        return (first.unsqueeze(1) + torch.arange(per, device=self._device)).reshape(-1)
 
     def _kernel_index(self, block_ids: List[int], j: int) -> Any:
         r = self._layout.ratio
@@ -120,14 +173,17 @@ class TorchMover:
             return 0
         m = len(grants)
         ids = block_ids[:m]
+        offsets = [int(g[1]) for g in grants]
         staging = torch.empty((m, self._bb), dtype=torch.uint8, device=self._device)
         index = [self._kernel_index(ids, j) for j in range(self._layout.ratio)]
         for view, j, col, n in self._ranges:
-            staging[:, col:col + n].copy_(view.index_select(0, index[j]))
-        offsets = [int(g[1]) for g in grants]
+            staging[:, col:col + n] = view.index_select(0, index[j])
         self._pin(offsets)
-        for i, off in enumerate(offsets):
-            self._slab[off:off + self._bb].copy_(staging[i], non_blocking=self._cuda)
+        if self._slab_rows is not None:
+            self._slab_rows.index_copy_(0, self._rows(offsets), staging.view(-1, self._row))
+        else:
+            for i, off in enumerate(offsets):
+                self._slab_host[off:off + self._bb].copy_(staging[i], non_blocking=True)
         self._sync()
         crcs = openlake_client.crc64_many([(self._slab_addr + off, self._bb) for off in offsets],
                                           self._crc_threads)
@@ -159,9 +215,12 @@ class TorchMover:
             ids = block_ids[:good]
             offsets = [int(h[1]) for h in hits[:good]]
             self._pin(offsets)
-            staging = torch.empty((good, self._bb), dtype=torch.uint8, device=self._device)
-            for i, off in enumerate(offsets):
-                staging[i].copy_(self._slab[off:off + self._bb], non_blocking=self._cuda)
+            if self._slab_rows is not None:
+                staging = self._slab_rows.index_select(0, self._rows(offsets)).view(good, self._bb)
+            else:
+                staging = torch.empty((good, self._bb), dtype=torch.uint8, device=self._device)
+                for i, off in enumerate(offsets):
+                    staging[i].copy_(self._slab_host[off:off + self._bb], non_blocking=True)
             index = [self._kernel_index(ids, j) for j in range(self._layout.ratio)]
             for view, j, col, n in self._ranges:
                 view.index_copy_(0, index[j], staging[:, col:col + n])
