@@ -33,6 +33,12 @@ _CUDA_HOST_REGISTER_MAPPED = 2
 _CUDA_ERROR_ALREADY_REGISTERED = 712
 
 
+def _can_widen(t: Any) -> bool:
+    """True when these bytes can be seen as 8-byte elements (fewer, wider accesses)."""
+    return (t.dim() >= 1 and t.shape[-1] % 8 == 0 and t.stride(-1) == 1
+            and t.storage_offset() % 8 == 0 and all(st % 8 == 0 for st in t.stride()[:-1]))
+
+
 def _untyped_storage(t: Any) -> Any:
     if hasattr(t, "untyped_storage"):
         return t.untyped_storage()  # torch >= 2.0
@@ -77,10 +83,14 @@ class TorchMover:
         else:
             area = self._slab_host[self._seg_off:]
             self._slab_rows = area[:area.numel() // self._row * self._row].view(-1, self._row)
+        self._rows_wide = self._row % 8 == 0
+        if self._slab_rows is not None and self._rows_wide:
+            self._slab_rows = self._slab_rows.view(torch.int64)
 
-        # One 2-D byte view per (layer, byte range of a kernel block): row k = kernel block k.
+        # One 2-D view per (layer, byte range of a kernel block): row k = kernel block k.
         # Columns of the staging buffer follow OpenLake block order (layout.pieces).
-        self._ranges: List[Tuple[Any, int, int, int]] = []  # (view, kernel offset j, col, len)
+        # (view, kernel offset j, column, length, widened to int64)
+        self._ranges: List[Tuple[Any, int, int, int, bool]] = []
         col = 0
         for plan in layout.layers:
             t = layout.tensors[plan.name]
@@ -93,7 +103,9 @@ class TorchMover:
                 for off, n in plan.runs:
                     view = whole.as_strided((plan.num_kernel_blocks, n), (plan.block_stride, 1),
                                             start + off)
-                    self._ranges.append((view, j, col, n))
+                    # Widened only when the KV side and the staging columns both allow it.
+                    wide = _can_widen(view) and col % 8 == 0 and self._bb % 8 == 0
+                    self._ranges.append((view.view(torch.int64) if wide else view, j, col, n, wide))
                     col += n
         if col != self._bb:
             raise ValueError(f"torch copy plan covers {col} bytes of a {self._bb}-byte block")
@@ -176,11 +188,14 @@ class TorchMover:
         offsets = [int(g[1]) for g in grants]
         staging = torch.empty((m, self._bb), dtype=torch.uint8, device=self._device)
         index = [self._kernel_index(ids, j) for j in range(self._layout.ratio)]
-        for view, j, col, n in self._ranges:
-            staging[:, col:col + n] = view.index_select(0, index[j])
+        for view, j, col, n, wide in self._ranges:
+            dst = staging[:, col:col + n]
+            (dst.view(torch.int64) if wide else dst)[:] = view.index_select(0, index[j])
         self._pin(offsets)
         if self._slab_rows is not None:
-            self._slab_rows.index_copy_(0, self._rows(offsets), staging.view(-1, self._row))
+            rows = staging.view(-1, self._row)
+            self._slab_rows.index_copy_(0, self._rows(offsets),
+                                        rows.view(torch.int64) if self._rows_wide else rows)
         else:
             for i, off in enumerate(offsets):
                 self._slab_host[off:off + self._bb].copy_(staging[i], non_blocking=True)
@@ -216,14 +231,16 @@ class TorchMover:
             offsets = [int(h[1]) for h in hits[:good]]
             self._pin(offsets)
             if self._slab_rows is not None:
-                staging = self._slab_rows.index_select(0, self._rows(offsets)).view(good, self._bb)
+                rows = self._slab_rows.index_select(0, self._rows(offsets))
+                staging = rows.view(torch.uint8).view(good, self._bb)
             else:
                 staging = torch.empty((good, self._bb), dtype=torch.uint8, device=self._device)
                 for i, off in enumerate(offsets):
                     staging[i].copy_(self._slab_host[off:off + self._bb], non_blocking=True)
             index = [self._kernel_index(ids, j) for j in range(self._layout.ratio)]
-            for view, j, col, n in self._ranges:
-                view.index_copy_(0, index[j], staging[:, col:col + n])
+            for view, j, col, n, wide in self._ranges:
+                src = staging[:, col:col + n]
+                view.index_copy_(0, index[j], src.view(torch.int64) if wide else src)
             self._sync()
             # A slot handed to a writer while we copied (our pin's lease lapsed) is not served.
             for i in range(good):
