@@ -85,7 +85,7 @@ class ReactorImpl::CallbackNode final : public Completion {
 ReactorImpl::ReactorImpl(Reactor* self, unsigned num_reactors, const RuntimeOptions& options)
     : self_(self) {
   for (unsigned i = 0; i < num_reactors; ++i) {
-    inbound_.push_back(std::make_unique<SpscQueue<Task>>(options.queue_capacity));
+    inbound_.push_back(std::make_unique<SpscQueue<TaskFn>>(options.queue_capacity));
   }
   wake_completion_ = std::make_unique<WakeCompletion>(this);
 }
@@ -102,7 +102,7 @@ void ReactorImpl::Shutdown() {
     io_uring_queue_exit(&ring_);
   }
   while (!at_exit_.empty()) {
-    Task fn = std::move(at_exit_.back());
+    TaskFn fn = std::move(at_exit_.back());
     at_exit_.pop_back();
     fn();
   }
@@ -189,7 +189,7 @@ void ReactorImpl::FreeNode(CallbackNode* n) {
   free_nodes_ = n;
 }
 
-bool ReactorImpl::PostExternal(Task fn) {
+bool ReactorImpl::PostExternal(TaskFn fn) {
   {
     absl::MutexLock lock(&external_mu_);
     if (external_closed_) return false;
@@ -220,12 +220,12 @@ bool ReactorImpl::HasInput() {
 bool ReactorImpl::RunTasks() {
   bool ran = false;
   if (!deferred_.empty()) {
-    std::vector<Task> batch;
+    std::vector<TaskFn> batch;
     batch.swap(deferred_);
-    for (Task& t : batch) t();
+    for (TaskFn& t : batch) t();
     ran = true;
   }
-  Task t;
+  TaskFn t;
   for (const auto& q : inbound_) {
     // Bounded per iteration so one busy sender cannot starve I/O completions.
     for (int i = 0; i < 256 && q->TryPop(t); ++i) {
@@ -234,13 +234,13 @@ bool ReactorImpl::RunTasks() {
     }
   }
   if (has_external_.load(std::memory_order_acquire)) {
-    std::vector<Task> batch;
+    std::vector<TaskFn> batch;
     {
       absl::MutexLock lock(&external_mu_);
       batch.swap(external_);
       has_external_.store(false, std::memory_order_relaxed);
     }
-    for (Task& task : batch) task();
+    for (TaskFn& task : batch) task();
     ran = true;
   }
   return ran;
@@ -252,7 +252,7 @@ void ReactorImpl::FireTimers() {
     timer_heap_.pop();
     auto it = timers_.find(id);
     if (it == timers_.end()) continue;  // cancelled
-    Task fn = std::move(it->second);
+    TaskFn fn = std::move(it->second);
     timers_.erase(it);
     fn();
   }
@@ -305,7 +305,7 @@ void ReactorImpl::Run() {
     if (stop_requested_) {
       // Hooks may queue I/O (closing listeners): give it one non-blocking pass.
       while (!at_stop_.empty()) {
-        Task fn = std::move(at_stop_.back());
+        TaskFn fn = std::move(at_stop_.back());
         at_stop_.pop_back();
         fn();
       }
@@ -359,13 +359,13 @@ void ReactorImpl::Run() {
   // Tasks posted while the stop request was in flight still run (RunOn waits for them); after
   // the inbox closes, Post refuses instead of queueing work that would never run.
   RunTasks();
-  std::vector<Task> last;
+  std::vector<TaskFn> last;
   {
     absl::MutexLock lock(&external_mu_);
     external_closed_ = true;
     last.swap(external_);
   }
-  for (Task& t : last) t();
+  for (TaskFn& t : last) t();
   t_current = nullptr;
 }
 
@@ -504,9 +504,9 @@ Completion* Reactor::Callback(IoCallback fn) {
   return n;
 }
 
-void Reactor::Defer(Task fn) { impl_->deferred_.push_back(std::move(fn)); }
+void Reactor::Defer(TaskFn fn) { impl_->deferred_.push_back(std::move(fn)); }
 
-TimerId Reactor::After(absl::Duration delay, Task fn) {
+TimerId Reactor::After(absl::Duration delay, TaskFn fn) {
   const uint64_t id = impl_->next_timer_id_++;
   int64_t ns = absl::ToInt64Nanoseconds(delay);
   if (ns < 0) ns = 0;
@@ -519,7 +519,7 @@ TimerId Reactor::After(absl::Duration delay, Task fn) {
 
 bool Reactor::CancelTimer(TimerId id) { return impl_->timers_.erase(id.value) > 0; }
 
-bool Reactor::TrySendTo(unsigned target, Task& fn) {
+bool Reactor::TrySendTo(unsigned target, TaskFn& fn) {
   OL_DCHECK(target < runtime_->size());
   if (target == id_) {
     Defer(std::move(fn));
@@ -531,8 +531,8 @@ bool Reactor::TrySendTo(unsigned target, Task& fn) {
   return true;
 }
 
-void Reactor::AtStop(Task fn) { impl_->at_stop_.push_back(std::move(fn)); }
-void Reactor::AtExit(Task fn) { impl_->at_exit_.push_back(std::move(fn)); }
+void Reactor::AtStop(TaskFn fn) { impl_->at_stop_.push_back(std::move(fn)); }
+void Reactor::AtExit(TaskFn fn) { impl_->at_exit_.push_back(std::move(fn)); }
 
 // ---------------------------------------------------------------------------------------------
 // Runtime
@@ -602,7 +602,7 @@ void Runtime::Stop() {
   running_.store(false, std::memory_order_release);
 }
 
-bool Runtime::Post(unsigned i, Task fn) {
+bool Runtime::Post(unsigned i, TaskFn fn) {
   if (i >= reactors_.size() || stopping_.load(std::memory_order_acquire) ||
       !running_.load(std::memory_order_acquire)) {
     return false;

@@ -34,7 +34,7 @@ class ReactorImpl {
     ++in_flight_;
   }
 
-  bool PostExternal(Task fn);  // any thread
+  bool PostExternal(TaskFn fn);  // any thread
   void Wake();                 // any thread: make the loop leave its wait
 
   Reactor* self_;
@@ -57,15 +57,15 @@ class ReactorImpl {
   std::atomic<bool> sleeping_{false};
 
   // inbound_[from] carries tasks from reactor `from` to this one.
-  std::vector<std::unique_ptr<SpscQueue<Task>>> inbound_;
+  std::vector<std::unique_ptr<SpscQueue<TaskFn>>> inbound_;
   absl::Mutex external_mu_;
-  std::vector<Task> external_ ABSL_GUARDED_BY(external_mu_);
+  std::vector<TaskFn> external_ ABSL_GUARDED_BY(external_mu_);
   bool external_closed_ ABSL_GUARDED_BY(external_mu_) = false;  // the loop has ended
   std::atomic<bool> has_external_{false};
 
-  std::vector<Task> deferred_;
-  std::vector<Task> at_stop_;
-  std::vector<Task> at_exit_;
+  std::vector<TaskFn> deferred_;
+  std::vector<TaskFn> at_stop_;
+  std::vector<TaskFn> at_exit_;
 
   struct TimerEntry {
     int64_t deadline_ns;
@@ -75,7 +75,7 @@ class ReactorImpl {
     }
   };
   std::priority_queue<TimerEntry, std::vector<TimerEntry>, std::greater<>> timer_heap_;
-  absl::flat_hash_map<uint64_t, Task> timers_;
+  absl::flat_hash_map<uint64_t, TaskFn> timers_;
   uint64_t next_timer_id_ = 1;
 
   class WakeCompletion;

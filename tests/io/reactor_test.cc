@@ -12,7 +12,7 @@
 #include "io/test_util.h"
 
 using openlake::io::Reactor;
-using openlake::io::Task;
+using openlake::io::TaskFn;
 using openlake::testing::StartRuntime;
 
 TEST_CASE("Post and RunOn run on the target reactor's thread", "[io][reactor]") {
@@ -101,7 +101,7 @@ TEST_CASE("cross-core messages arrive in order, exactly once", "[io][queue]") {
     void Run(int i) {
       Reactor& me = *Reactor::Current();
       for (; i < kMessages; ++i) {
-        Task t = [this, i] { deliver_from(i); };
+        TaskFn t = [this, i] { deliver_from(i); };
         if (!me.TrySendTo(0, t)) {
           me.Defer([this, i] { Run(i); });
           return;
@@ -144,7 +144,7 @@ TEST_CASE("a full queue answers false and leaves the task to the sender", "[io][
   REQUIRE(rt->RunOn(0, [&] {
               Reactor& r = *Reactor::Current();
               for (int i = 0; i < 10; ++i) {
-                Task t = [&ran] { ++ran; };
+                TaskFn t = [&ran] { ++ran; };
                 if (r.TrySendTo(1, t)) {
                   ++accepted;
                 } else {

@@ -62,3 +62,19 @@ absl::Status AsStatus(const absl::StatusOr<T>& s) {
   auto tmp = (rexpr);                              \
   if (!tmp.ok()) return std::move(tmp).status();   \
   lhs = std::move(tmp).value()
+
+// The same two macros for coroutines (io::Task<absl::Status> or io::Task<absl::StatusOr<T>>),
+// which must co_return instead of return.
+#define OL_CO_RETURN_IF_ERROR(expr)                                               \
+  do {                                                                            \
+    if (auto ol_status_ = ::openlake::internal::AsStatus(expr); !ol_status_.ok()) \
+      co_return ol_status_;                                                       \
+  } while (0)
+
+#define OL_CO_ASSIGN_OR_RETURN(lhs, rexpr) \
+  OL_CO_ASSIGN_OR_RETURN_IMPL_(OL_STATUS_CONCAT_(ol_statusor_, __LINE__), lhs, rexpr)
+
+#define OL_CO_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, rexpr) \
+  auto tmp = (rexpr);                                 \
+  if (!tmp.ok()) co_return std::move(tmp).status();   \
+  lhs = std::move(tmp).value()

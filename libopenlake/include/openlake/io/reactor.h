@@ -68,7 +68,7 @@ class Completion {
 // Set in Complete's `flags` while a multishot operation stays armed (IORING_CQE_F_MORE).
 inline constexpr uint32_t kCqeMore = 1u << 1;
 
-using Task = absl::AnyInvocable<void()>;
+using TaskFn = absl::AnyInvocable<void()>;
 using IoCallback = absl::AnyInvocable<void(int32_t res)>;
 
 struct TimerId {
@@ -124,23 +124,23 @@ class OL_EXPORT Reactor {
 
   // ---- Tasks and timers. This reactor's thread only.
   // Runs `fn` on a later iteration of this loop (before it sleeps again).
-  void Defer(Task fn);
+  void Defer(TaskFn fn);
   // Runs `fn` once after `delay`. The id cancels it.
-  TimerId After(absl::Duration delay, Task fn);
+  TimerId After(absl::Duration delay, TaskFn fn);
   // True when the timer was pending and is now cancelled.
   bool CancelTimer(TimerId id);
 
   // ---- Messages to other cores. This reactor's thread only.
   // Moves `fn` to reactor `target` (which runs it on its own thread). False when the bounded
   // queue from this core to `target` is full; `fn` is then left untouched for the caller.
-  bool TrySendTo(unsigned target, Task& fn);
+  bool TrySendTo(unsigned target, TaskFn& fn);
   // Runs `fn` on this reactor's thread just before the runtime stops it (services close their
   // listeners here). LIFO order.
-  void AtStop(Task fn);
+  void AtStop(TaskFn fn);
   // Runs `fn` on this thread after the ring has been torn down (the kernel has cancelled and
   // released every operation still in flight): the place to free objects such operations
   // pointed into. No I/O may be issued from it.
-  void AtExit(Task fn);
+  void AtExit(TaskFn fn);
 
   // Operations queued but not yet completed.
   uint64_t in_flight() const;
@@ -210,7 +210,7 @@ class OL_EXPORT Runtime {
 
   // Queues `fn` to run on reactor `i`, from any thread. False once the runtime is stopping or
   // that reactor's loop has ended (then `fn` never runs).
-  bool Post(unsigned i, Task fn);
+  bool Post(unsigned i, TaskFn fn);
   // Runs `fn` on reactor `i` and waits for it to return. Not from a reactor thread.
   // Unavailable when it could not be queued.
   absl::Status RunOn(unsigned i, absl::AnyInvocable<void()> fn);
