@@ -1,0 +1,335 @@
+// File: openlake/store/store.h
+//
+// The erasure-coded object engine: buckets and objects over local drives, Reed–Solomon coded
+// in erasure sets, with bitrot checksums, healing, multipart uploads and listing. The S3
+// server sits on this API; docs/object-store.md describes the formats and the paths.
+//
+//   store::StoreOptions o;
+//   o.drives = {"/data/d0", "/data/d1", "/data/d2", "/data/d3"};
+//   o.set_drive_count = 4;  o.parity = 2;                 // RS(2+2)
+//   OL_ASSIGN_OR_RETURN(auto st, store::Store::Open(o));  // blocking: formats, checks drives
+//
+//   // On a reactor, in a coroutine:
+//   OL_CO_RETURN_IF_ERROR(co_await st->MakeBucket("photos"));
+//   OL_CO_ASSIGN_OR_RETURN(auto w, co_await st->CreateObject("photos", "a/b.jpg", {}));
+//   OL_CO_RETURN_IF_ERROR(co_await w->Write(bytes));     // as many windows as the body has
+//   OL_CO_ASSIGN_OR_RETURN(store::ObjectInfo info, co_await w->Commit());
+//   OL_CO_ASSIGN_OR_RETURN(auto r, co_await st->OpenObject("photos", "a/b.jpg", {}));
+//   while (true) {
+//     OL_CO_ASSIGN_OR_RETURN(absl::Span<const std::byte> chunk, co_await r->Next());
+//     if (chunk.empty()) break;
+//     ...
+//   }
+//
+// Every call that touches a drive is a coroutine (io::Task) and must run on a reactor of an
+// io::Runtime; a writer or reader stays on the reactor that created it. The Store itself is
+// shared by all reactors. Objects stream in windows of k × block_size bytes: nothing is
+// buffered whole.
+//
+// Errors are absl::Status values with a canonical code and, attached, an ErrorKind that tells
+// the S3 layer which S3 error to answer (ErrorKindOf).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+
+#include "openlake/export.h"
+#include "openlake/io/task.h"
+#include "openlake/store/file_backend.h"
+
+namespace openlake::store {
+
+// ---- Errors.
+
+enum class ErrorKind {
+  kNone = 0,
+  kNoSuchBucket,         // NotFound
+  kNoSuchKey,            // NotFound
+  kNoSuchUpload,         // NotFound
+  kBucketExists,         // AlreadyExists
+  kBucketNotEmpty,       // FailedPrecondition
+  kInvalidBucketName,    // InvalidArgument
+  kInvalidObjectName,    // InvalidArgument (".." segments, NUL, absolute, too long, ...)
+  kInvalidPart,          // InvalidArgument: a listed part is missing or its ETag differs
+  kInvalidPartOrder,     // InvalidArgument: part numbers not ascending
+  kEntityTooSmall,       // InvalidArgument: a part other than the last below the minimum
+  kEntityTooLarge,       // InvalidArgument
+  kInvalidRange,         // OutOfRange: no byte of the range exists
+  kPreconditionFailed,   // FailedPrecondition: If-Match / If-Unmodified-Since
+  kNotModified,          // FailedPrecondition: If-None-Match / If-Modified-Since
+  kInsufficientDrives,   // Unavailable: fewer drives answered than the quorum needs
+  kCorrupt,              // DataLoss: too few intact shards to rebuild the bytes
+};
+
+// The kind attached to `s` (kNone for OK or a status the engine did not make).
+OL_EXPORT ErrorKind ErrorKindOf(const absl::Status& s);
+OL_EXPORT std::string_view ErrorKindName(ErrorKind k);
+
+// ---- Values.
+
+struct BucketInfo {
+  std::string name;
+  absl::Time created;
+};
+
+struct PartSummary {
+  int number = 0;
+  uint64_t size = 0;
+};
+
+struct ObjectInfo {
+  std::string bucket;
+  std::string key;
+  uint64_t size = 0;
+  std::string etag;  // lowercase hex, no quotes; "<hex>-<parts>" after a multipart upload
+  std::string content_type;
+  std::map<std::string, std::string> user_meta;  // names lowercase, without "x-amz-meta-"
+  absl::Time mod_time;
+  std::vector<PartSummary> parts;  // empty for a single PUT
+  std::string version_id;          // internal identity of this write (hex)
+};
+
+struct PutOptions {
+  std::string content_type;  // "" → application/octet-stream
+  std::map<std::string, std::string> user_meta;
+  // The body's size when known (-1 otherwise). A body that ends at another size fails.
+  int64_t size = -1;
+};
+
+// Conditional read (RFC 7232 as S3 applies it). ETags compare without quotes; "*" matches any.
+struct Conditions {
+  std::string if_match;
+  std::string if_none_match;
+  std::optional<absl::Time> if_modified_since;
+  std::optional<absl::Time> if_unmodified_since;
+};
+
+// An HTTP byte range before it meets the object's size: [first, last], [first, end) when
+// `last` is absent, or the final `suffix` bytes.
+struct RangeSpec {
+  std::optional<uint64_t> first;
+  std::optional<uint64_t> last;
+  std::optional<uint64_t> suffix;
+};
+
+struct GetOptions {
+  std::optional<RangeSpec> range;
+  Conditions conditions;
+};
+
+struct ListOptions {
+  std::string prefix;
+  std::string delimiter;
+  std::string marker;  // list keys (and common prefixes) strictly after this one
+  int max_keys = 1000;
+};
+
+struct ListResult {
+  std::vector<ObjectInfo> objects;        // sorted by key (UTF-8 bytes)
+  std::vector<std::string> common_prefixes;  // sorted
+  bool truncated = false;
+  std::string next_marker;  // the last key or prefix returned, when truncated
+};
+
+struct UploadInfo {
+  std::string bucket;
+  std::string key;
+  std::string upload_id;
+  absl::Time initiated;
+};
+
+struct PartInfo {
+  int number = 0;
+  std::string etag;
+  uint64_t size = 0;
+  absl::Time mod_time;
+};
+
+struct CompletePart {
+  int number = 0;
+  std::string etag;  // quotes are ignored
+};
+
+struct ListPartsResult {
+  std::vector<PartInfo> parts;
+  bool truncated = false;
+  int next_marker = 0;
+};
+
+struct ListUploadsOptions {
+  std::string prefix;
+  std::string delimiter;
+  std::string key_marker;
+  std::string upload_id_marker;
+  int max_uploads = 1000;
+};
+
+struct ListUploadsResult {
+  std::vector<UploadInfo> uploads;  // by key, then initiation time
+  std::vector<std::string> common_prefixes;
+  bool truncated = false;
+  std::string next_key_marker;
+  std::string next_upload_id_marker;
+};
+
+struct HealResult {
+  uint64_t objects_scanned = 0;
+  uint64_t objects_healed = 0;   // at least one drive rewritten
+  uint64_t shards_written = 0;   // drive copies rebuilt
+  uint64_t objects_failed = 0;   // could not be rebuilt (too few intact shards)
+  uint64_t buckets_healed = 0;   // bucket folders recreated on drives
+};
+
+struct DriveInfo {
+  std::string path;
+  int set = -1;
+  int position = -1;  // within its set
+  bool online = false;
+  std::string state;  // "ok", "missing", "foreign", "unformatted-nonempty", "replaced", ...
+  std::string drive_id;
+};
+
+// ---- Streams.
+
+// Streams one object (or one multipart part) in. Write copies the bytes into the current
+// window; a full window is encoded and its shards written in parallel while the caller goes on.
+// Nothing is visible until Commit returns OK. Destroying a writer without Commit discards it.
+class OL_EXPORT ObjectWriter {
+ public:
+  virtual ~ObjectWriter() = default;
+  virtual io::Task<absl::Status> Write(absl::Span<const std::byte> data) = 0;
+  // Makes the object (or part) visible atomically. An error leaves the previous object as it
+  // was. For a part, the returned info carries the part's ETag and size.
+  virtual io::Task<absl::StatusOr<ObjectInfo>> Commit() = 0;
+  virtual uint64_t bytes_written() const = 0;
+};
+
+// Streams one object (or a byte range of it) out, verified: every shard block is checked
+// against its checksum; a bad or missing shard is rebuilt from parity and queued for healing.
+class OL_EXPORT ObjectReader {
+ public:
+  virtual ~ObjectReader() = default;
+  virtual const ObjectInfo& info() const = 0;
+  // The resolved range: [offset, offset + length) of the object.
+  virtual uint64_t offset() const = 0;
+  virtual uint64_t length() const = 0;
+  // The next bytes of the range; an empty span at the end. The span stays valid until the
+  // next call.
+  virtual io::Task<absl::StatusOr<absl::Span<const std::byte>>> Next() = 0;
+};
+
+// ---- The engine.
+
+struct StoreOptions {
+  std::vector<std::string> drives;  // folders; order fixes positions when formatting
+  // Drives per erasure set; 0: all drives in one set. The drive count must be a multiple.
+  int set_drive_count = 0;
+  // Parity shards per set (m); -1: set_drive_count / 2 for 4+ drives, else as MinIO does
+  // for small sets (1 for 2–3 drives, 0 for one drive). 0 ≤ m ≤ set_drive_count / 2.
+  int parity = -1;
+  // Bytes per shard block (the unit of O_DIRECT I/O and of bitrot checksums); a multiple of
+  // 4096. A window (what is encoded at once) is k × block_size bytes.
+  uint32_t block_size = 1 << 20;
+  // Objects up to this size keep their shards inside the metadata files.
+  uint32_t inline_threshold = 128 << 10;
+  // Windows being written or read ahead at once per stream.
+  int window_depth = 2;
+  // Multipart: the smallest part other than the last (S3: 5 MiB).
+  uint64_t min_part_size = 5ull << 20;
+  // Largest object or part accepted (S3: 5 GiB per PUT or part).
+  uint64_t max_part_size = 5ull << 30;
+  // Seam for tests; empty: NewLocalFileBackend.
+  FileBackendFactory backend_factory;
+  // Purge the trash in a background thread (tests may turn it off).
+  bool purge_trash = true;
+};
+
+class OL_EXPORT Store {
+ public:
+  // Opens (and formats on first use) the drives. Blocking. Fails when the options are invalid
+  // or fewer than a write quorum of drives per set are usable. A missing, foreign or
+  // non-empty-but-unformatted drive is left offline (DriveInfo says why); an empty folder in
+  // the place of a lost drive is formatted as its replacement and marked for healing.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(StoreOptions options);
+  virtual ~Store() = default;
+
+  virtual std::vector<DriveInfo> Drives() const = 0;
+  virtual int set_count() const = 0;
+  virtual int data_shards() const = 0;
+  virtual int parity_shards() const = 0;
+  virtual std::string deployment_id() const = 0;
+
+  // ---- Buckets.
+  virtual io::Task<absl::Status> MakeBucket(std::string bucket) = 0;
+  // Only an empty bucket (in-progress multipart uploads are aborted with it).
+  virtual io::Task<absl::Status> DeleteBucket(std::string bucket) = 0;
+  virtual io::Task<absl::StatusOr<BucketInfo>> StatBucket(std::string bucket) = 0;
+  virtual io::Task<absl::StatusOr<std::vector<BucketInfo>>> ListBuckets() = 0;
+
+  // ---- Objects.
+  virtual io::Task<absl::StatusOr<std::unique_ptr<ObjectWriter>>> CreateObject(
+      std::string bucket, std::string key, PutOptions options) = 0;
+  virtual io::Task<absl::StatusOr<std::unique_ptr<ObjectReader>>> OpenObject(
+      std::string bucket, std::string key, GetOptions options) = 0;
+  virtual io::Task<absl::StatusOr<ObjectInfo>> StatObject(std::string bucket, std::string key,
+                                                          Conditions conditions) = 0;
+  virtual io::Task<absl::Status> DeleteObject(std::string bucket, std::string key) = 0;
+  // Copies through the engine (read, verify, re-encode); `replace` keeps the source's content
+  // type and user metadata when absent.
+  virtual io::Task<absl::StatusOr<ObjectInfo>> CopyObject(std::string src_bucket,
+                                                          std::string src_key,
+                                                          std::string dst_bucket,
+                                                          std::string dst_key,
+                                                          std::optional<PutOptions> replace,
+                                                          Conditions conditions) = 0;
+  virtual io::Task<absl::StatusOr<ListResult>> ListObjects(std::string bucket,
+                                                           ListOptions options) = 0;
+
+  // ---- Multipart uploads.
+  virtual io::Task<absl::StatusOr<std::string>> CreateUpload(std::string bucket,
+                                                             std::string key,
+                                                             PutOptions options) = 0;
+  // part_number 1..10000; a part uploaded again replaces the earlier one.
+  virtual io::Task<absl::StatusOr<std::unique_ptr<ObjectWriter>>> UploadPart(
+      std::string bucket, std::string key, std::string upload_id, int part_number,
+      int64_t size) = 0;
+  virtual io::Task<absl::StatusOr<ListPartsResult>> ListParts(std::string bucket,
+                                                              std::string key,
+                                                              std::string upload_id,
+                                                              int part_marker, int max_parts) = 0;
+  virtual io::Task<absl::StatusOr<ListUploadsResult>> ListUploads(
+      std::string bucket, ListUploadsOptions options) = 0;
+  virtual io::Task<absl::Status> AbortUpload(std::string bucket, std::string key,
+                                             std::string upload_id) = 0;
+  // Validates the list (ascending numbers, each part present with that ETag, every part but
+  // the last at least min_part_size) and commits the object atomically by linking the parts'
+  // shard files (no data is copied). After a failure the upload is intact and the call can be
+  // repeated.
+  virtual io::Task<absl::StatusOr<ObjectInfo>> CompleteUpload(
+      std::string bucket, std::string key, std::string upload_id,
+      std::vector<CompletePart> parts) = 0;
+
+  // ---- Healing.
+  // Rebuilds every object under `prefix` in `bucket` ("" and "": every bucket) whose drives
+  // disagree or whose shards are missing or damaged, and recreates missing bucket folders.
+  virtual io::Task<absl::StatusOr<HealResult>> Heal(std::string bucket, std::string prefix) = 0;
+  virtual io::Task<absl::StatusOr<HealResult>> HealObject(std::string bucket,
+                                                          std::string key) = 0;
+  // Objects queued for healing by reads that met bad shards, not yet repaired.
+  virtual size_t heal_backlog() const = 0;
+  // Repairs queued objects until the queue is empty (the daemon runs it on a timer).
+  virtual io::Task<absl::StatusOr<HealResult>> DrainHealQueue() = 0;
+};
+
+}  // namespace openlake::store

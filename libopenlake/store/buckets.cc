@@ -1,0 +1,148 @@
+// Buckets: a folder of that name on every drive of every set, plus a small record of its
+// creation time (.openlake.sys/buckets/<name>.meta). A bucket exists when its folder is on at
+// least half of the online drives (and one); create and delete need a majority of all drives.
+#include <algorithm>
+#include <map>
+
+#include "common/strings.h"
+#include "openlake/log.h"
+#include "store/engine.h"
+#include "store/errors.h"
+#include "store/names.h"
+
+namespace openlake::store {
+namespace {
+
+int Majority(int total) { return total / 2 + 1; }
+
+}  // namespace
+
+io::Task<absl::Status> Engine::MakeBucket(std::string bucket) {
+  OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
+  LockGuard lock = co_await locks_.Lock(StrCat("b:", bucket), true);
+  const int total = static_cast<int>(drives_.size());
+  int online = 0, present = 0;
+  for (auto& d : drives_) {
+    if (!d->online.load()) continue;
+    ++online;
+    auto e = d->fs->Exists(bucket);
+    if (e.ok() && *e) ++present;
+  }
+  if (present > 0 && present * 2 >= online) {
+    co_return Error(ErrorKind::kBucketExists, StrCat("bucket \"", bucket, "\" already exists"));
+  }
+  pb::BucketMeta meta;
+  meta.set_name(bucket);
+  meta.set_created_ns(NowNs());
+  const std::string record = EncodeRecord(RecordType::kBucketMeta, meta);
+  int ok = 0;
+  std::vector<Drive*> made;
+  for (auto& d : drives_) {
+    if (!d->online.load()) continue;
+    absl::Status s = d->fs->MakeDirs(bucket, "");
+    if (s.ok()) s = co_await AtomicReplace(*d->fs, BucketMetaPath(bucket), record, true);
+    if (s.ok()) {
+      ++ok;
+      made.push_back(d.get());
+    } else {
+      OL_LOG(kWarning) << "store: creating bucket " << bucket << " on " << d->path << ": " << s;
+    }
+  }
+  if (ok < Majority(total)) {
+    for (Drive* d : made) {
+      (void)d->fs->RemoveDir(bucket);
+      (void)d->fs->Unlink(BucketMetaPath(bucket));
+    }
+    co_return Error(ErrorKind::kInsufficientDrives,
+                    StrCat("bucket \"", bucket, "\" reached ", ok, " drives; ",
+                           Majority(total), " needed"));
+  }
+  co_return absl::OkStatus();
+}
+
+io::Task<absl::StatusOr<BucketInfo>> Engine::StatBucket(std::string bucket) {
+  OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
+  int online = 0, present = 0;
+  BucketInfo info;
+  info.name = bucket;
+  bool have_time = false;
+  for (auto& d : drives_) {
+    if (!d->online.load()) continue;
+    ++online;
+    auto e = d->fs->Exists(bucket);
+    if (!e.ok() || !*e) continue;
+    ++present;
+    if (!have_time) {
+      absl::StatusOr<std::string> bytes = co_await ReadWholeFile(*d->fs, BucketMetaPath(bucket));
+      pb::BucketMeta meta;
+      if (bytes.ok() && DecodeRecord(RecordType::kBucketMeta, *bytes, &meta).ok()) {
+        info.created = FromNs(meta.created_ns());
+        have_time = true;
+      }
+    }
+  }
+  if (present == 0 || present * 2 < online) {
+    co_return Error(ErrorKind::kNoSuchBucket, StrCat("bucket \"", bucket, "\" does not exist"));
+  }
+  if (!have_time) info.created = absl::UnixEpoch();
+  co_return info;
+}
+
+io::Task<absl::StatusOr<std::vector<BucketInfo>>> Engine::ListBuckets() {
+  std::map<std::string, int> seen;
+  int online = 0;
+  for (auto& d : drives_) {
+    if (!d->online.load()) continue;
+    ++online;
+    auto entries = d->fs->ReadDir("");
+    if (!entries.ok()) continue;
+    for (const DirEntry& e : *entries) {
+      if (e.is_dir && ValidateBucketName(e.name).ok()) ++seen[e.name];
+    }
+  }
+  std::vector<BucketInfo> out;
+  for (const auto& [name, count] : seen) {
+    if (count * 2 < online) continue;
+    absl::StatusOr<BucketInfo> info = co_await StatBucket(name);
+    if (info.ok()) out.push_back(*std::move(info));
+  }
+  co_return out;  // std::map: sorted by name
+}
+
+io::Task<absl::Status> Engine::DeleteBucket(std::string bucket) {
+  OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
+  LockGuard lock = co_await locks_.Lock(StrCat("b:", bucket), true);
+  OL_CO_RETURN_IF_ERROR((co_await StatBucket(bucket)).status());
+  for (int s = 0; s < sets_; ++s) {
+    OL_CO_ASSIGN_OR_RETURN(std::vector<WalkItem> items,
+                           WalkSet(s, bucket, "", "", "", 1, k_));
+    if (!items.empty()) {
+      co_return Error(ErrorKind::kBucketNotEmpty,
+                      StrCat("bucket \"", bucket, "\" is not empty (holds \"", items[0].key,
+                             "\")"));
+    }
+  }
+  const int total = static_cast<int>(drives_.size());
+  int ok = 0;
+  for (auto& d : drives_) {
+    if (!d->online.load()) continue;
+    // Leftovers of failed writes and pending uploads go with it, into the trash.
+    absl::Status st = Trash(*d->fs, bucket);
+    if (st.ok()) st = Trash(*d->fs, StrCat(kMultipartDir, "/", bucket));
+    if (st.ok()) {
+      auto e = d->fs->Exists(BucketMetaPath(bucket));
+      if (e.ok() && *e) st = d->fs->Unlink(BucketMetaPath(bucket));
+    }
+    if (st.ok()) st = co_await SyncDir(*d->fs, "");
+    if (st.ok()) ++ok;
+    else OL_LOG(kWarning) << "store: deleting bucket " << bucket << " on " << d->path << ": " << st;
+  }
+  if (ok < Majority(total)) {
+    co_return Error(ErrorKind::kInsufficientDrives,
+                    StrCat("bucket \"", bucket, "\" removed from ", ok, " drives; ",
+                           Majority(total), " needed (a heal finishes it)"));
+  }
+  co_return absl::OkStatus();
+}
+
+}  // namespace openlake::store

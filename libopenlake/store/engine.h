@@ -1,0 +1,275 @@
+// The object engine's internals: the drives, the erasure sets, and the Engine that implements
+// the public Store. Each concern has its own file:
+//   engine_open.cc   drive formats, positions, Store::Open, the trash purger
+//   drive_io.cc      coroutine helpers on one drive (read a record, write one durably, sync)
+//   quorum.cc        reading an object's metadata on every drive and choosing its version
+//   commit.cc        the two-phase metadata commit every write, delete and heal goes through
+//   writer.cc        streaming an object or part in: windows, encoding, parallel shard writes
+//   reader.cc        streaming it out: verified blocks, reconstruction, heal queueing
+//   objects.cc       stat, delete, copy, conditions and ranges
+//   buckets.cc       bucket create, delete, stat, list
+//   listing.cc       the sorted walk over drive folders, prefixes, delimiters, markers
+//   multipart.cc     uploads, parts, complete, abort, listings
+//   heal.cc          per-object repair, the heal queue and the full scan
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+
+#include "store/store.pb.h"
+#include "store/locks.h"
+#include "store/meta.h"
+#include "store/placement.h"
+
+#include "openlake/ec/codec.h"
+#include "openlake/io/task.h"
+#include "openlake/store/file_backend.h"
+#include "openlake/status.h"
+#include "openlake/store/store.h"
+
+namespace openlake::store {
+
+struct Drive {
+  std::string path;
+  std::unique_ptr<FileBackend> fs;  // null when the folder is missing
+  int set = -1;
+  int position = -1;
+  std::atomic<bool> online{false};
+  std::string state;
+  pb::DriveFormat format;
+  int lock_fd = -1;  // flock on format.json: one process per drive
+};
+
+// One drive's answer when asked for an object's metadata.
+struct MetaRead {
+  enum Kind { kOk, kNotFound, kError } kind = kError;
+  pb::ObjectMeta meta;
+  absl::Status error;
+};
+
+// The version of an object that the drives of its set agree on.
+struct Resolved {
+  absl::Status status;          // OK, or NotFound / InsufficientDrives
+  pb::ObjectVersion version;    // the winner (shared fields; per-drive ones from one holder)
+  std::vector<const pb::ObjectVersion*> copy;  // per position: that drive's copy, or null
+  std::vector<MetaRead> reads;  // what each position answered (owns what `copy` points at)
+  bool clean = true;            // every position holds the winner alone and nothing else
+  int holders = 0;
+};
+
+// The state of one object write being committed, per position of the set.
+struct DriveCommit {
+  bool use = false;
+  pb::ObjectVersion version;  // complete, with this drive's per-drive fields
+  std::string staged_dir;     // tmp/<id> holding this drive's shard files, "" when inline
+};
+
+// What a writer hands to the commit: one object or part, streamed and durable on the drives
+// that did not fail.
+struct WriteTarget {
+  std::string bucket;
+  std::string key;
+  std::string upload_id;  // a part of this upload when not empty
+  int part_number = 0;
+  PutOptions options;
+  int set = 0;
+  uint32_t rotation = 0;
+};
+
+struct WriteResult {
+  std::string version_id;  // 16 bytes
+  int64_t mod_time_ns = 0;
+  uint64_t size = 0;
+  std::string md5;  // 16 raw bytes
+  bool inline_data = false;
+  std::vector<bool> wrote;                   // per position: every shard block is durable
+  std::vector<std::string> inline_shard;     // per position
+  std::vector<std::vector<uint64_t>> crcs;   // per position: block checksums
+  std::string staged_dir;                    // tmp/<id> on each drive that wrote
+  std::string file_name;                     // shard file inside it
+};
+
+class Engine final : public Store {
+ public:
+  explicit Engine(StoreOptions options);
+  ~Engine() override;
+
+  absl::Status Init();  // engine_open.cc
+
+  // ---- Store.
+  std::vector<DriveInfo> Drives() const override;
+  int set_count() const override { return sets_; }
+  int data_shards() const override { return k_; }
+  int parity_shards() const override { return m_; }
+  std::string deployment_id() const override { return deployment_id_; }
+
+  io::Task<absl::Status> MakeBucket(std::string bucket) override;
+  io::Task<absl::Status> DeleteBucket(std::string bucket) override;
+  io::Task<absl::StatusOr<BucketInfo>> StatBucket(std::string bucket) override;
+  io::Task<absl::StatusOr<std::vector<BucketInfo>>> ListBuckets() override;
+
+  io::Task<absl::StatusOr<std::unique_ptr<ObjectWriter>>> CreateObject(
+      std::string bucket, std::string key, PutOptions options) override;
+  io::Task<absl::StatusOr<std::unique_ptr<ObjectReader>>> OpenObject(
+      std::string bucket, std::string key, GetOptions options) override;
+  io::Task<absl::StatusOr<ObjectInfo>> StatObject(std::string bucket, std::string key,
+                                                  Conditions conditions) override;
+  io::Task<absl::Status> DeleteObject(std::string bucket, std::string key) override;
+  io::Task<absl::StatusOr<ObjectInfo>> CopyObject(std::string src_bucket, std::string src_key,
+                                                  std::string dst_bucket, std::string dst_key,
+                                                  std::optional<PutOptions> replace,
+                                                  Conditions conditions) override;
+  io::Task<absl::StatusOr<ListResult>> ListObjects(std::string bucket,
+                                                   ListOptions options) override;
+
+  io::Task<absl::StatusOr<std::string>> CreateUpload(std::string bucket, std::string key,
+                                                     PutOptions options) override;
+  io::Task<absl::StatusOr<std::unique_ptr<ObjectWriter>>> UploadPart(
+      std::string bucket, std::string key, std::string upload_id, int part_number,
+      int64_t size) override;
+  io::Task<absl::StatusOr<ListPartsResult>> ListParts(std::string bucket, std::string key,
+                                                      std::string upload_id, int part_marker,
+                                                      int max_parts) override;
+  io::Task<absl::StatusOr<ListUploadsResult>> ListUploads(std::string bucket,
+                                                          ListUploadsOptions options) override;
+  io::Task<absl::Status> AbortUpload(std::string bucket, std::string key,
+                                     std::string upload_id) override;
+  io::Task<absl::StatusOr<ObjectInfo>> CompleteUpload(std::string bucket, std::string key,
+                                                      std::string upload_id,
+                                                      std::vector<CompletePart> parts) override;
+
+  io::Task<absl::StatusOr<HealResult>> Heal(std::string bucket, std::string prefix) override;
+  io::Task<absl::StatusOr<HealResult>> HealObject(std::string bucket, std::string key) override;
+  size_t heal_backlog() const override;
+  io::Task<absl::StatusOr<HealResult>> DrainHealQueue() override;
+
+  // ---- Shared by the files of the engine.
+  const StoreOptions& options() const { return opts_; }
+  int n() const { return n_; }  // drives per set
+  int k() const { return k_; }
+  int m() const { return m_; }
+  int write_quorum() const { return write_quorum_; }
+  const ec::Codec& codec() const { return *codec_; }
+  NamespaceLocks& locks() { return locks_; }
+  Drive& drive(int set, int pos) { return *drives_[static_cast<size_t>(set * n_ + pos)]; }
+  // The drive's backend when it is online, else null.
+  FileBackend* fs(int set, int pos);
+  void MarkOffline(int set, int pos, const absl::Status& why);
+  Placement PlaceObject(std::string_view bucket, std::string_view key) const;
+
+  // quorum.cc
+  io::Task<MetaRead> ReadMetaOn(int set, int pos, std::string bucket, std::string key);
+  io::Task<Resolved> ReadAndResolve(int set, std::string bucket, std::string key);
+  Resolved ResolveReads(std::vector<MetaRead> reads) const;
+  // ReadAndResolve for a read: queues a heal when the drives disagree, and tells a missing
+  // bucket from a missing key.
+  io::Task<Resolved> ResolveForRead(int set, std::string bucket, std::string key);
+  // NoSuchBucket or NoSuchKey, depending on whether the bucket exists on the set's drives.
+  absl::Status NotFoundError(int set, std::string_view bucket, std::string_view key);
+  bool BucketExistsOnSet(int set, std::string_view bucket);
+
+  // commit.cc: commits `commits` (per position) as the object's version under the object's
+  // exclusive lock (the caller holds it). OK once `quorum` drives have it.
+  io::Task<absl::Status> CommitVersion(int set, std::string bucket, std::string key,
+                                       std::vector<DriveCommit> commits, int quorum);
+  // One drive: moves `dc.staged_dir` in as the data folder and makes {dc.version, keep?} the
+  // drive's metadata, durably. Trashes data folders of other versions.
+  io::Task<absl::Status> CommitOnDrive(int set, int pos, const std::string& bucket,
+                                       const std::string& key, const DriveCommit& dc,
+                                       const pb::ObjectVersion* keep);
+  // Removes an object's folder entries on one drive (into the trash) and prunes empty parents.
+  absl::Status RemoveObjectOnDrive(int set, int pos, const std::string& bucket,
+                                   const std::string& key);
+  // Renames `path` on the drive into its trash (missing is fine).
+  absl::Status Trash(FileBackend& fs, const std::string& path);
+
+  // writer.cc / multipart.cc: make a finished stream visible.
+  io::Task<absl::StatusOr<ObjectInfo>> CommitPut(const WriteTarget& t, WriteResult w);
+  io::Task<absl::StatusOr<ObjectInfo>> CommitPart(const WriteTarget& t, WriteResult w);
+  // Moves tmp/<id> of every drive into the trash (a writer that will not commit).
+  void DiscardStaging(int set, const std::string& staged_dir);
+  absl::StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(WriteTarget t, int64_t size);
+
+  // heal.cc
+  void QueueHeal(const std::string& bucket, const std::string& key);
+
+  // listing.cc
+  struct WalkItem {
+    std::string key;
+    bool is_prefix = false;
+  };
+  // Up to `limit` items of `set` in key order after `marker` (see listing.cc). Objects need
+  // metadata on `min_count` drives.
+  absl::StatusOr<std::vector<WalkItem>> WalkSet(int set, const std::string& bucket,
+                                                const std::string& prefix,
+                                                const std::string& delimiter,
+                                                const std::string& marker, size_t limit,
+                                                int min_count);
+
+ private:
+  absl::Status LoadDrives();
+  void StartPurger();
+  void PurgeLoop();
+  io::Task<absl::StatusOr<HealResult>> HealBucketDirs(std::string bucket);
+  io::Task<absl::StatusOr<std::pair<bool, uint64_t>>> HealOne(std::string bucket,
+                                                             std::string key);
+
+  StoreOptions opts_;
+  std::vector<std::unique_ptr<Drive>> drives_;  // set-major: set * n + position
+  int sets_ = 0;
+  int n_ = 0;
+  int k_ = 0;
+  int m_ = 0;
+  int write_quorum_ = 0;
+  std::string deployment_id_;
+  SipKey sip_key_{};
+  std::unique_ptr<ec::Codec> codec_;
+  NamespaceLocks locks_;
+
+  mutable absl::Mutex heal_mu_;
+  std::deque<std::pair<std::string, std::string>> heal_queue_ ABSL_GUARDED_BY(heal_mu_);
+  absl::flat_hash_set<std::string> heal_queued_ ABSL_GUARDED_BY(heal_mu_);
+
+  std::mutex purge_mu_;
+  std::condition_variable purge_cv_;
+  bool purge_stop_ = false;
+  std::thread purger_;
+};
+
+// ---- drive_io.cc: coroutine helpers on one drive's backend, on the current reactor.
+
+// The whole file; NotFound when it does not exist.
+io::Task<absl::StatusOr<std::string>> ReadWholeFile(FileBackend& fs, std::string path);
+// Creates `path` with `data` and fdatasyncs it.
+io::Task<absl::Status> WriteFileSynced(FileBackend& fs, std::string path, std::string data);
+// fsync of a folder.
+io::Task<absl::Status> SyncDir(FileBackend& fs, std::string path);
+// Writes `data` to a temporary in tmp/, fsyncs, renames it to `path` and fsyncs its folder
+// (when `sync_dir`).
+io::Task<absl::Status> AtomicReplace(FileBackend& fs, std::string path, std::string data,
+                                     bool sync_dir);
+std::string ParentOf(std::string_view path);
+std::string TmpName(std::string_view what);
+
+// Bytes of a shard block: block `b` of a part of `part_size` bytes, k data shards of at most
+// `block_size`; files round the last block up to 4096 (O_DIRECT), inline shards do not.
+uint64_t ShardBlockLen(uint64_t part_size, uint64_t b, uint32_t k, uint32_t block_size,
+                       bool inline_data);
+uint64_t BlockCount(uint64_t part_size, uint32_t k, uint32_t block_size);
+
+// objects.cc: S3's conditional-request rules (If-Match, If-None-Match, If-Modified-Since,
+// If-Unmodified-Since and their precedence) and byte ranges.
+absl::Status CheckConditions(const ObjectInfo& info, const Conditions& c);
+absl::Status ResolveRange(uint64_t size, const std::optional<RangeSpec>& range, uint64_t* offset,
+                          uint64_t* length);
+
+}  // namespace openlake::store

@@ -1,0 +1,409 @@
+// Opening the engine: options, drive identities (format.json), positions, replacements.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <google/protobuf/util/json_util.h>
+
+#include <map>
+
+#include "common/strings.h"
+#include "openlake/io/buffer.h"
+#include "openlake/io/file.h"
+#include "openlake/log.h"
+#include "openlake/status.h"
+#include "store/engine.h"
+#include "store/errors.h"
+#include "store/names.h"
+
+namespace openlake::store {
+namespace {
+
+std::string NewUuid() {
+  std::string b = NewVersionId();
+  b[6] = static_cast<char>((b[6] & 0x0f) | 0x40);
+  b[8] = static_cast<char>((b[8] & 0x3f) | 0x80);
+  const std::string h = Hex(b);
+  return StrCat(h.substr(0, 8), "-", h.substr(8, 4), "-", h.substr(12, 4), "-", h.substr(16, 4),
+                "-", h.substr(20));
+}
+
+bool UuidBytes(std::string_view uuid, SipKey* out) {
+  std::string hex;
+  for (char c : uuid) {
+    if (c != '-') hex += c;
+  }
+  if (hex.size() != 32) return false;
+  for (size_t i = 0; i < 16; ++i) {
+    unsigned v = 0;
+    for (int j = 0; j < 2; ++j) {
+      const char c = hex[2 * i + j];
+      v <<= 4;
+      if (c >= '0' && c <= '9') v |= static_cast<unsigned>(c - '0');
+      else if (c >= 'a' && c <= 'f') v |= static_cast<unsigned>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F') v |= static_cast<unsigned>(c - 'A' + 10);
+      else return false;
+    }
+    (*out)[i] = static_cast<uint8_t>(v);
+  }
+  return true;
+}
+
+std::string FormatJson(const pb::DriveFormat& f) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions o;
+  o.add_whitespace = true;
+  o.preserve_proto_field_names = true;
+  o.always_print_primitive_fields = true;
+  (void)google::protobuf::util::MessageToJsonString(f, &out, o);
+  return out;
+}
+
+// True when the folder holds nothing but what a fresh file system or an earlier, interrupted
+// format may have left.
+bool LooksEmpty(FileBackend& fs) {
+  auto entries = fs.ReadDir("");
+  if (!entries.ok()) return false;
+  for (const DirEntry& e : *entries) {
+    if (e.name == "lost+found") continue;
+    if (e.name == kSysDir) {
+      auto exists = fs.Exists(kFormatFile);
+      if (exists.ok() && !*exists) continue;  // a half-made system folder
+    }
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Engine::Engine(StoreOptions options) : opts_(std::move(options)) {}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> l(purge_mu_);
+    purge_stop_ = true;
+  }
+  purge_cv_.notify_all();
+  if (purger_.joinable()) purger_.join();
+  for (auto& d : drives_) {
+    if (d->lock_fd >= 0) close(d->lock_fd);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(StoreOptions options) {
+  auto e = std::make_unique<Engine>(std::move(options));
+  OL_RETURN_IF_ERROR(e->Init());
+  return std::unique_ptr<Store>(std::move(e));
+}
+
+absl::Status Engine::Init() {
+  const int total = static_cast<int>(opts_.drives.size());
+  if (total == 0) return absl::InvalidArgumentError("store: no drives configured");
+  n_ = opts_.set_drive_count == 0 ? total : opts_.set_drive_count;
+  if (n_ < 1 || n_ > 255 || total % n_ != 0) {
+    return absl::InvalidArgumentError(StrCat("store: ", total, " drives do not divide into sets of ",
+                                             n_, " (set_drive_count)"));
+  }
+  sets_ = total / n_;
+  m_ = opts_.parity;
+  if (m_ < 0) m_ = n_ >= 4 ? n_ / 2 : (n_ >= 2 ? 1 : 0);
+  if (m_ > n_ / 2) {
+    return absl::InvalidArgumentError(StrCat("store: parity ", m_, " is more than half of the ",
+                                             n_, " drives of a set"));
+  }
+  k_ = n_ - m_;
+  write_quorum_ = (m_ == 0 || m_ == k_) ? k_ : k_ + 1;
+  if (opts_.block_size == 0 || opts_.block_size % io::kDirectAlignment != 0) {
+    return absl::InvalidArgumentError(StrCat("store: block_size ", opts_.block_size,
+                                             " is not a positive multiple of 4096"));
+  }
+  if (opts_.window_depth < 1) opts_.window_depth = 1;
+  OL_ASSIGN_OR_RETURN(codec_, ec::Codec::Create(k_, m_));
+  OL_RETURN_IF_ERROR(LoadDrives());
+  for (int s = 0; s < sets_; ++s) {
+    int online = 0;
+    for (int p = 0; p < n_; ++p) online += drive(s, p).online.load() ? 1 : 0;
+    if (online < k_) {
+      return Error(ErrorKind::kInsufficientDrives,
+                   StrCat("store: set ", s, " has ", online, " usable drives of ", n_,
+                          "; reading needs ", k_));
+    }
+    if (online < write_quorum_) {
+      OL_LOG(kWarning) << "store: set " << s << " has " << online << " usable drives of " << n_
+                       << ": reads work, writes (quorum " << write_quorum_ << ") will fail";
+    }
+  }
+  if (opts_.purge_trash) StartPurger();
+  OL_LOG(kInfo) << "store: " << total << " drives in " << sets_ << " set(s) of " << n_
+                << ", RS(" << k_ << "+" << m_ << "), write quorum " << write_quorum_
+                << ", deployment " << deployment_id_;
+  return absl::OkStatus();
+}
+
+absl::Status Engine::LoadDrives() {
+  const int total = static_cast<int>(opts_.drives.size());
+  FileBackendFactory factory = opts_.backend_factory;
+  if (!factory) factory = [](const std::string& root) { return NewLocalFileBackend(root); };
+
+  struct Probe {
+    std::string path;
+    std::unique_ptr<FileBackend> fs;
+    bool formatted = false;
+    bool empty = false;
+    pb::DriveFormat format;
+    std::string state;
+  };
+  std::vector<Probe> probes(static_cast<size_t>(total));
+  for (int i = 0; i < total; ++i) {
+    Probe& p = probes[static_cast<size_t>(i)];
+    p.path = opts_.drives[static_cast<size_t>(i)];
+    struct stat st;
+    if (stat(p.path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      p.state = "missing";
+      OL_LOG(kWarning) << "store: drive " << p.path << " is missing (no such folder)";
+      continue;
+    }
+    p.fs = factory(p.path);
+    auto bytes = [&]() -> absl::StatusOr<std::string> {
+      OL_ASSIGN_OR_RETURN(bool exists, p.fs->Exists(kFormatFile));
+      if (!exists) return absl::NotFoundError("no format");
+      // Control path, before any reactor runs: a plain blocking read.
+      const std::string path = p.path + "/" + std::string(kFormatFile);
+      const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return ErrnoStatus(errno, StrCat("open ", path));
+      std::string s(65536, '\0');
+      const ssize_t n = pread(fd, s.data(), s.size(), 0);
+      close(fd);
+      if (n < 0) return ErrnoStatus(errno, StrCat("read ", path));
+      s.resize(static_cast<size_t>(n));
+      return s;
+    }();
+    if (bytes.ok()) {
+      google::protobuf::util::JsonParseOptions jo;
+      jo.ignore_unknown_fields = true;
+      if (google::protobuf::util::JsonStringToMessage(*bytes, &p.format, jo).ok() &&
+          p.format.format() == "openlake" && p.format.version() == 1 &&
+          !p.format.deployment_id().empty()) {
+        p.formatted = true;
+      } else {
+        p.state = "corrupt-format";
+        OL_LOG(kError) << "store: drive " << p.path << ": format.json is damaged; left offline";
+      }
+    } else if (absl::IsNotFound(bytes.status())) {
+      if (LooksEmpty(*p.fs)) {
+        p.empty = true;
+      } else {
+        p.state = "unformatted-nonempty";
+        OL_LOG(kError) << "store: drive " << p.path
+                       << " holds files but no OpenLake identity; refusing to format it";
+      }
+    } else {
+      p.state = "error";
+      OL_LOG(kError) << "store: drive " << p.path << ": " << bytes.status();
+    }
+  }
+
+  // The deployment: the id most formatted drives carry, or a new one.
+  std::map<std::string, int> votes;
+  for (const Probe& p : probes) {
+    if (p.formatted) ++votes[p.format.deployment_id()];
+  }
+  bool fresh = votes.empty();
+  if (fresh) {
+    deployment_id_ = NewUuid();
+  } else {
+    int best = 0;
+    for (const auto& [id, n] : votes) {
+      if (n > best) {
+        best = n;
+        deployment_id_ = id;
+      }
+    }
+  }
+  if (!UuidBytes(deployment_id_, &sip_key_)) {
+    return absl::DataLossError(StrCat("store: deployment id \"", deployment_id_,
+                                      "\" is not a UUID"));
+  }
+
+  drives_.clear();
+  for (int i = 0; i < total; ++i) drives_.push_back(std::make_unique<Drive>());
+  std::vector<bool> taken(static_cast<size_t>(total), false);
+  for (int i = 0; i < total; ++i) {
+    Probe& p = probes[static_cast<size_t>(i)];
+    if (!p.formatted) continue;
+    const pb::DriveFormat& f = p.format;
+    if (f.deployment_id() != deployment_id_) {
+      p.state = "foreign";
+      OL_LOG(kError) << "store: drive " << p.path << " belongs to deployment "
+                     << f.deployment_id() << ", not " << deployment_id_ << "; left offline";
+      continue;
+    }
+    if (static_cast<int>(f.set_count()) != sets_ ||
+        static_cast<int>(f.set_drive_count()) != n_) {
+      return absl::FailedPreconditionError(
+          StrCat("store: drive ", p.path, " was formatted for ", f.set_count(), " set(s) of ",
+                 f.set_drive_count(), " drives, but the configuration makes ", sets_, " of ",
+                 n_, "; placement would change, refusing to open"));
+    }
+    const int slot = static_cast<int>(f.set_index()) * n_ + static_cast<int>(f.position());
+    if (slot >= total || taken[static_cast<size_t>(slot)]) {
+      p.state = "duplicate";
+      OL_LOG(kError) << "store: drive " << p.path << " claims set " << f.set_index()
+                     << " position " << f.position() << ", which another drive holds";
+      continue;
+    }
+    if (slot != i) {
+      OL_LOG(kWarning) << "store: drive " << p.path << " was formatted as set " << f.set_index()
+                       << " position " << f.position() << "; using it there (listed as #" << i
+                       << ")";
+    }
+    taken[static_cast<size_t>(slot)] = true;
+    Drive& d = *drives_[static_cast<size_t>(slot)];
+    d.path = p.path;
+    d.fs = std::move(p.fs);
+    d.format = f;
+    d.set = static_cast<int>(f.set_index());
+    d.position = static_cast<int>(f.position());
+    d.state = "ok";
+    d.online = true;
+  }
+  // Empty folders take free slots: their own index when free, else the first free one.
+  for (int i = 0; i < total; ++i) {
+    Probe& p = probes[static_cast<size_t>(i)];
+    if (!p.empty) continue;
+    int slot = taken[static_cast<size_t>(i)] ? -1 : i;
+    for (int j = 0; slot < 0 && j < total; ++j) {
+      if (!taken[static_cast<size_t>(j)]) slot = j;
+    }
+    if (slot < 0) {
+      p.state = "spare";
+      continue;
+    }
+    pb::DriveFormat f;
+    f.set_version(1);
+    f.set_format("openlake");
+    f.set_deployment_id(deployment_id_);
+    f.set_drive_id(NewUuid());
+    f.set_set_count(static_cast<uint32_t>(sets_));
+    f.set_set_drive_count(static_cast<uint32_t>(n_));
+    f.set_set_index(static_cast<uint32_t>(slot / n_));
+    f.set_position(static_cast<uint32_t>(slot % n_));
+    absl::Status s = p.fs->MakeDirs(kSysDir, "");
+    if (s.ok()) s = io::AtomicWriteFileSync(p.path + "/" + std::string(kFormatFile), FormatJson(f), 0600);
+    if (!s.ok()) {
+      p.state = "error";
+      OL_LOG(kError) << "store: formatting " << p.path << ": " << s;
+      continue;
+    }
+    taken[static_cast<size_t>(slot)] = true;
+    Drive& d = *drives_[static_cast<size_t>(slot)];
+    d.path = p.path;
+    d.fs = std::move(p.fs);
+    d.format = f;
+    d.set = slot / n_;
+    d.position = slot % n_;
+    d.state = fresh ? "ok" : "replaced";
+    d.online = true;
+    if (!fresh) {
+      OL_LOG(kWarning) << "store: " << p.path << " is empty: formatted as the replacement of set "
+                       << d.set << " position " << d.position << "; run a heal to rebuild it";
+    }
+  }
+  // Slots nobody took stay offline with the reason of the folder listed there.
+  for (int i = 0; i < total; ++i) {
+    Drive& d = *drives_[static_cast<size_t>(i)];
+    if (d.online) continue;
+    d.set = i / n_;
+    d.position = i % n_;
+    d.path = probes[static_cast<size_t>(i)].path;
+    d.state = probes[static_cast<size_t>(i)].state.empty() ? "missing"
+                                                           : probes[static_cast<size_t>(i)].state;
+  }
+  // One process per drive; a clean staging area.
+  for (auto& dp : drives_) {
+    Drive& d = *dp;
+    if (!d.online) continue;
+    const std::string fmt = d.path + "/" + std::string(kFormatFile);
+    d.lock_fd = open(fmt.c_str(), O_RDONLY | O_CLOEXEC);
+    if (d.lock_fd < 0 || flock(d.lock_fd, LOCK_EX | LOCK_NB) != 0) {
+      return absl::FailedPreconditionError(StrCat("store: drive ", d.path,
+                                                  " is in use by another process"));
+    }
+    absl::Status s;
+    for (std::string_view dir : {kTmpDir, kTrashDir, kBucketMetaDir, kMultipartDir}) {
+      if (s.ok()) s = d.fs->MakeDirs(dir, "");
+    }
+    if (s.ok()) s = Trash(*d.fs, std::string(kTmpDir));
+    if (s.ok()) s = d.fs->MakeDirs(kTmpDir, "");
+    if (!s.ok()) {
+      d.online = false;
+      d.state = "error";
+      OL_LOG(kError) << "store: drive " << d.path << ": " << s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<DriveInfo> Engine::Drives() const {
+  std::vector<DriveInfo> out;
+  for (const auto& d : drives_) {
+    out.push_back({d->path, d->set, d->position, d->online.load(), d->state,
+                   d->format.drive_id()});
+  }
+  return out;
+}
+
+FileBackend* Engine::fs(int set, int pos) {
+  Drive& d = drive(set, pos);
+  return d.online.load(std::memory_order_relaxed) ? d.fs.get() : nullptr;
+}
+
+void Engine::MarkOffline(int set, int pos, const absl::Status& why) {
+  Drive& d = drive(set, pos);
+  if (d.online.exchange(false)) {
+    d.state = "error";
+    OL_LOG(kError) << "store: drive " << d.path << " taken offline: " << why;
+  }
+}
+
+Placement Engine::PlaceObject(std::string_view bucket, std::string_view key) const {
+  return Place(sip_key_, static_cast<uint32_t>(sets_), static_cast<uint32_t>(n_), bucket, key);
+}
+
+absl::Status Engine::Trash(FileBackend& fs, const std::string& path) {
+  auto exists = fs.Exists(path);
+  if (!exists.ok()) return exists.status();
+  if (!*exists) return absl::OkStatus();
+  OL_RETURN_IF_ERROR(fs.Rename(path, StrCat(kTrashDir, "/", Hex(NewVersionId()))));
+  purge_cv_.notify_one();
+  return absl::OkStatus();
+}
+
+void Engine::StartPurger() {
+  purger_ = std::thread([this] { PurgeLoop(); });
+}
+
+// Empties every drive's trash: at start, when something is trashed, and every 30 s.
+void Engine::PurgeLoop() {
+  std::unique_lock<std::mutex> l(purge_mu_);
+  while (!purge_stop_) {
+    l.unlock();
+    for (auto& d : drives_) {
+      if (!d->online.load() || !d->fs) continue;
+      auto entries = d->fs->ReadDir(kTrashDir);
+      if (!entries.ok()) continue;
+      for (const DirEntry& e : *entries) {
+        absl::Status s = d->fs->RemoveAll(StrCat(kTrashDir, "/", e.name));
+        if (!s.ok()) {
+          OL_LOG_EVERY_N_SEC(kWarning, 60) << "store: purging trash: " << s;
+        }
+      }
+    }
+    l.lock();
+    purge_cv_.wait_for(l, std::chrono::seconds(30));
+  }
+}
+
+}  // namespace openlake::store

@@ -1,0 +1,240 @@
+// Listing (docs/object-store.md, "Listing"). Keys are folders, so a listing is a walk of the
+// bucket's folder tree on every online drive of a set, merged: a folder's children are read on
+// each drive, their names unescaped, and visited in key order. Key order is not folder order:
+// the object "a" comes before "a-b", which comes before everything under "a/" ('-' < '/'), so
+// each child yields two candidates, the object key "D<seg>" and the subtree "D<seg>/", and the
+// candidates are sorted as strings. A subtree entirely before the marker is skipped unread; with
+// a delimiter, a subtree that rolls up into one common prefix is not descended beyond finding
+// one object in it. Sets are walked separately and merged by key.
+//
+// An object is listed when its metadata file is on at least k drives of its set (a failed
+// write that reached fewer is not an object); its size and ETag come from the read quorum.
+#include <algorithm>
+#include <map>
+
+#include "common/strings.h"
+#include "store/engine.h"
+#include "store/errors.h"
+#include "store/names.h"
+
+namespace openlake::store {
+namespace {
+
+bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+struct Probe {
+  int metas = 0;         // drives holding <dir>/%meta
+  bool has_sub = false;  // any drive holds a key folder below
+};
+
+class Walker {
+ public:
+  Walker(std::vector<FileBackend*> drives, std::string bucket, std::string prefix,
+         std::string delimiter, std::string marker, size_t limit, int min_count)
+      : drives_(std::move(drives)),
+        bucket_(std::move(bucket)),
+        prefix_(std::move(prefix)),
+        delim_(std::move(delimiter)),
+        marker_(std::move(marker)),
+        limit_(limit),
+        min_count_(min_count) {}
+
+  std::vector<Engine::WalkItem> Run() {
+    const size_t slash = prefix_.rfind('/');
+    const std::string start = slash == std::string::npos ? "" : prefix_.substr(0, slash + 1);
+    Walk(start);
+    return std::move(out_);
+  }
+
+  // True when the subtree of key prefix `dir` (ending in '/') holds an object.
+  bool HasObject(const std::string& dir) {
+    for (const std::string& seg : Children(dir)) {
+      const Probe p = ProbeDir(dir + seg);
+      if (p.metas >= min_count_) return true;
+      if (p.has_sub && !seg.empty() && HasObject(dir + seg + "/")) return true;
+    }
+    return false;
+  }
+
+ private:
+  bool Done() const { return out_.size() >= limit_; }
+
+  // The key segments below key prefix `dir` ("" or ending in '/'), on any drive, sorted.
+  std::vector<std::string> Children(const std::string& dir) {
+    std::vector<std::string> segs;
+    const std::string path = PrefixDir(bucket_, dir);
+    for (FileBackend* f : drives_) {
+      auto entries = f->ReadDir(path);
+      if (!entries.ok()) continue;
+      for (const DirEntry& e : *entries) {
+        std::string seg;
+        if (e.is_dir && UnescapeSegment(e.name, &seg)) segs.push_back(std::move(seg));
+      }
+    }
+    std::sort(segs.begin(), segs.end());
+    segs.erase(std::unique(segs.begin(), segs.end()), segs.end());
+    return segs;
+  }
+
+  // What the folder of key `key` holds, over all drives.
+  Probe ProbeDir(const std::string& key) {
+    Probe p;
+    const std::string path = ObjectDir(bucket_, key);
+    for (FileBackend* f : drives_) {
+      auto entries = f->ReadDir(path);
+      if (!entries.ok()) continue;
+      for (const DirEntry& e : *entries) {
+        if (e.name == kMetaName) {
+          ++p.metas;
+        } else if (e.is_dir && !p.has_sub) {
+          std::string seg;
+          if (UnescapeSegment(e.name, &seg)) p.has_sub = true;
+        }
+      }
+    }
+    return p;
+  }
+
+  void Emit(std::string key, bool is_prefix) {
+    if (is_prefix) {
+      if (key == last_prefix_) return;
+      last_prefix_ = key;
+    }
+    out_.push_back({std::move(key), is_prefix});
+  }
+
+  // The common prefix `key` rolls up into, or "" when it does not.
+  std::string RollUp(const std::string& key) const {
+    if (delim_.empty() || !StartsWith(key, prefix_)) return "";
+    const size_t i = key.find(delim_, prefix_.size());
+    if (i == std::string::npos) return "";
+    return key.substr(0, i + delim_.size());
+  }
+
+  void Walk(const std::string& dir) {
+    struct Candidate {
+      std::string key;
+      bool subtree;
+      size_t seg;
+    };
+    const std::vector<std::string> segs = Children(dir);
+    std::vector<Candidate> cands;
+    cands.reserve(segs.size() * 2);
+    for (size_t i = 0; i < segs.size(); ++i) {
+      std::string key = dir + segs[i];
+      if (StartsWith(key, prefix_)) cands.push_back({key, false, i});
+      if (segs[i].empty()) continue;  // "a/" has no keys below it ("a//b" is not a key)
+      std::string sub = key + "/";
+      if (StartsWith(sub, prefix_) || StartsWith(prefix_, sub)) {
+        cands.push_back({std::move(sub), true, i});
+      }
+    }
+    std::sort(cands.begin(), cands.end(),
+              [](const Candidate& a, const Candidate& b) { return a.key < b.key; });
+    std::map<size_t, Probe> probes;
+    auto probe = [&](size_t i) -> const Probe& {
+      auto it = probes.find(i);
+      if (it == probes.end()) it = probes.emplace(i, ProbeDir(dir + segs[i])).first;
+      return it->second;
+    };
+    for (const Candidate& c : cands) {
+      if (Done()) return;
+      if (!c.subtree) {
+        if (c.key <= marker_) continue;
+        const std::string cp = RollUp(c.key);
+        if (!cp.empty() && (cp <= marker_ || cp == last_prefix_)) continue;
+        if (probe(c.seg).metas < min_count_) continue;
+        if (!cp.empty()) Emit(cp, true);
+        else Emit(c.key, false);
+        continue;
+      }
+      // Everything below sorts after c.key; all of it is at or before the marker when the
+      // marker is past c.key and not inside it.
+      if (marker_ >= c.key && !StartsWith(marker_, c.key)) continue;
+      if (!probe(c.seg).has_sub) continue;
+      if (StartsWith(c.key, prefix_)) {
+        const std::string cp = RollUp(c.key);
+        if (!cp.empty()) {
+          // The whole subtree is one common prefix.
+          if (cp <= marker_ || cp == last_prefix_) continue;
+          if (HasObject(c.key)) Emit(cp, true);
+          continue;
+        }
+      }
+      Walk(c.key);
+    }
+  }
+
+  std::vector<FileBackend*> drives_;
+  std::string bucket_, prefix_, delim_, marker_;
+  size_t limit_;
+  int min_count_;
+  std::vector<Engine::WalkItem> out_;
+  std::string last_prefix_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::vector<Engine::WalkItem>> Engine::WalkSet(int set, const std::string& bucket,
+                                                              const std::string& prefix,
+                                                              const std::string& delimiter,
+                                                              const std::string& marker,
+                                                              size_t limit, int min_count) {
+  std::vector<FileBackend*> drives;
+  for (int p = 0; p < n_; ++p) {
+    if (FileBackend* f = fs(set, p)) drives.push_back(f);
+  }
+  if (static_cast<int>(drives.size()) < min_count) {
+    return Error(ErrorKind::kInsufficientDrives,
+                 StrCat("set ", set, " has ", drives.size(), " online drives; listing needs ",
+                        min_count));
+  }
+  Walker w(std::move(drives), bucket, prefix, delimiter, marker, limit, min_count);
+  return w.Run();
+}
+
+io::Task<absl::StatusOr<ListResult>> Engine::ListObjects(std::string bucket, ListOptions o) {
+  OL_CO_RETURN_IF_ERROR((co_await StatBucket(bucket)).status());
+  ListResult result;
+  if (o.max_keys <= 0) co_return result;
+  const size_t max_keys = static_cast<size_t>(std::min(o.max_keys, 1000));
+  // A prefix no key can have (".." segments, "//") lists nothing.
+  if (!ValidatePrefix(o.prefix).ok()) co_return result;
+
+  std::vector<WalkItem> all;
+  for (int s = 0; s < sets_; ++s) {
+    OL_CO_ASSIGN_OR_RETURN(std::vector<WalkItem> items,
+                           WalkSet(s, bucket, o.prefix, o.delimiter, o.marker, max_keys + 1, k_));
+    for (WalkItem& it : items) all.push_back(std::move(it));
+  }
+  std::sort(all.begin(), all.end(),
+            [](const WalkItem& a, const WalkItem& b) { return a.key < b.key; });
+  // The same common prefix can come from several sets.
+  all.erase(std::unique(all.begin(), all.end(),
+                        [](const WalkItem& a, const WalkItem& b) { return a.key == b.key; }),
+            all.end());
+  if (all.size() > max_keys) {
+    result.truncated = true;
+    all.resize(max_keys);
+    result.next_marker = all.back().key;
+  }
+  std::vector<io::Task<Resolved>> reads;
+  std::vector<std::string> keys;
+  for (const WalkItem& it : all) {
+    if (it.is_prefix) {
+      result.common_prefixes.push_back(it.key);
+      continue;
+    }
+    keys.push_back(it.key);
+    reads.push_back(ReadAndResolve(static_cast<int>(PlaceObject(bucket, it.key).set), bucket,
+                                   it.key));
+  }
+  std::vector<Resolved> resolved = co_await io::WhenAll(std::move(reads));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!resolved[i].status.ok()) continue;  // deleted meanwhile, or unreadable
+    result.objects.push_back(ToObjectInfo(bucket, keys[i], resolved[i].version));
+  }
+  co_return result;
+}
+
+}  // namespace openlake::store

@@ -1,0 +1,131 @@
+#include "store/meta.h"
+
+#include <cstring>
+#include <random>
+
+#include "absl/random/random.h"
+
+#include "common/strings.h"
+#include "openlake/checksum.h"
+#include "store/errors.h"
+
+namespace openlake::store {
+namespace {
+
+constexpr char kMagic[4] = {'O', 'L', 'M', 'D'};
+
+template <typename T>
+void Put(std::string* out, size_t at, T v) {
+  std::memcpy(out->data() + at, &v, sizeof(v));
+}
+template <typename T>
+T Get(std::string_view in, size_t at) {
+  T v;
+  std::memcpy(&v, in.data() + at, sizeof(v));
+  return v;
+}
+
+}  // namespace
+
+std::string EncodeRecord(RecordType type, const google::protobuf::MessageLite& msg) {
+  std::string body;
+  msg.SerializeToString(&body);
+  std::string out(kEnvelopeHeader, '\0');
+  std::memcpy(out.data(), kMagic, 4);
+  Put<uint16_t>(&out, 4, kMetaFormatVersion);
+  Put<uint16_t>(&out, 6, static_cast<uint16_t>(type));
+  Put<uint32_t>(&out, 8, static_cast<uint32_t>(body.size()));
+  const uint64_t crc = Crc64(body.data(), body.size(), Crc64(out.data(), 12));
+  Put<uint64_t>(&out, 12, crc);
+  out += body;
+  return out;
+}
+
+absl::Status DecodeRecord(RecordType type, std::string_view in,
+                          google::protobuf::MessageLite* msg) {
+  if (in.size() < kEnvelopeHeader) {
+    return absl::DataLossError(StrCat("metadata truncated: ", in.size(), " bytes"));
+  }
+  if (std::memcmp(in.data(), kMagic, 4) != 0) return absl::DataLossError("metadata: bad magic");
+  const auto version = Get<uint16_t>(in, 4);
+  if (version != kMetaFormatVersion) {
+    return absl::DataLossError(StrCat("metadata format version ", version, " is not known"));
+  }
+  const auto t = Get<uint16_t>(in, 6);
+  if (t != static_cast<uint16_t>(type)) {
+    return absl::DataLossError(StrCat("metadata record type ", t, ", expected ",
+                                      static_cast<int>(type)));
+  }
+  const auto len = Get<uint32_t>(in, 8);
+  if (len != in.size() - kEnvelopeHeader) {
+    return absl::DataLossError(StrCat("metadata length ", len, " but ",
+                                      in.size() - kEnvelopeHeader, " bytes follow (torn write)"));
+  }
+  const uint64_t want = Get<uint64_t>(in, 12);
+  const uint64_t got = Crc64(in.data() + kEnvelopeHeader, len, Crc64(in.data(), 12));
+  if (want != got) return absl::DataLossError("metadata checksum mismatch");
+  if (!msg->ParseFromArray(in.data() + kEnvelopeHeader, static_cast<int>(len))) {
+    return absl::DataLossError("metadata body does not parse");
+  }
+  return absl::OkStatus();
+}
+
+std::string NewVersionId() {
+  thread_local absl::BitGen gen;
+  std::string id(16, '\0');
+  for (size_t i = 0; i < 16; i += 8) {
+    const uint64_t v = absl::Uniform<uint64_t>(gen);
+    std::memcpy(id.data() + i, &v, 8);
+  }
+  return id;
+}
+
+std::string Hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (char c : bytes) {
+    const auto b = static_cast<unsigned char>(c);
+    out += kDigits[b >> 4];
+    out += kDigits[b & 15];
+  }
+  return out;
+}
+
+int64_t NowNs() { return absl::ToUnixNanos(absl::Now()); }
+
+ObjectInfo ToObjectInfo(std::string_view bucket, std::string_view key,
+                        const pb::ObjectVersion& v) {
+  ObjectInfo info;
+  info.bucket = std::string(bucket);
+  info.key = std::string(key);
+  info.size = v.size();
+  info.etag = v.etag();
+  info.content_type = v.content_type().empty() ? "application/octet-stream" : v.content_type();
+  for (const auto& [name, value] : v.user_meta()) info.user_meta[name] = value;
+  info.mod_time = FromNs(v.mod_time_ns());
+  if (v.multipart_count() > 0) {
+    for (const auto& p : v.parts()) info.parts.push_back({static_cast<int>(p.number()), p.size()});
+  }
+  info.version_id = Hex(v.version_id());
+  return info;
+}
+
+bool SameVersion(const pb::ObjectVersion& a, const pb::ObjectVersion& b) {
+  if (a.version_id() != b.version_id() || a.deleted() != b.deleted() || a.size() != b.size() ||
+      a.etag() != b.etag() || a.data_shards() != b.data_shards() ||
+      a.parity_shards() != b.parity_shards() || a.block_size() != b.block_size() ||
+      a.rotation() != b.rotation() || a.parts_size() != b.parts_size() ||
+      a.inline_data() != b.inline_data() || a.mod_time_ns() != b.mod_time_ns()) {
+    return false;
+  }
+  for (int i = 0; i < a.parts_size(); ++i) {
+    if (a.parts(i).number() != b.parts(i).number() || a.parts(i).size() != b.parts(i).size() ||
+        a.parts(i).block_crc_size() != b.parts(i).block_crc_size()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace openlake::store

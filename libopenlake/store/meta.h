@@ -1,0 +1,51 @@
+// The envelope every engine record is written in, and helpers around object metadata.
+//
+// Envelope (little-endian): "OLMD" | u16 format version (1) | u16 record type | u32 body
+// length | u64 CRC-64 of the 12 bytes before it and the body | protobuf body. Decode refuses a
+// wrong magic, an unknown version, a different record type, a length that does not match the
+// file, and a checksum mismatch (DataLoss): a torn write or a flipped bit in metadata is found
+// before any field is believed. Inline shards live inside the body, so they are covered too.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+#include "store/store.pb.h"
+
+#include "openlake/store/store.h"
+
+namespace openlake::store {
+
+enum class RecordType : uint16_t {
+  kObjectMeta = 1,
+  kBucketMeta = 2,
+  kUploadMeta = 3,
+  kPartMeta = 4,
+};
+
+inline constexpr uint16_t kMetaFormatVersion = 1;
+inline constexpr size_t kEnvelopeHeader = 20;
+
+std::string EncodeRecord(RecordType type, const google::protobuf::MessageLite& msg);
+absl::Status DecodeRecord(RecordType type, std::string_view bytes,
+                          google::protobuf::MessageLite* msg);
+
+// 16 random bytes.
+std::string NewVersionId();
+std::string Hex(std::string_view bytes);
+
+int64_t NowNs();
+inline absl::Time FromNs(int64_t ns) { return absl::FromUnixNanos(ns); }
+
+// The public view of a version.
+ObjectInfo ToObjectInfo(std::string_view bucket, std::string_view key,
+                        const pb::ObjectVersion& v);
+
+// True when a and b describe the same write (same id and the fields every drive shares).
+bool SameVersion(const pb::ObjectVersion& a, const pb::ObjectVersion& b);
+
+}  // namespace openlake::store

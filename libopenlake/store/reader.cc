@@ -1,0 +1,367 @@
+// Streaming an object out (docs/object-store.md, "Read path"). Block by block: read the k data
+// shards of the block from their drives in parallel, check each against its CRC-64, and when
+// one is missing, unreadable or damaged, read parity shards instead and reconstruct. The read
+// returns correct bytes or an error, never damaged bytes; every shard found wanting queues the
+// object for healing. The next block is read ahead while the caller consumes this one.
+#include <cstring>
+
+#include "common/strings.h"
+#include "openlake/checksum.h"
+#include "openlake/io/buffer.h"
+#include "openlake/log.h"
+#include "openlake/status.h"
+#include "store/engine.h"
+#include "store/errors.h"
+#include "store/names.h"
+
+namespace openlake::store {
+namespace {
+
+struct BlockBuf {
+  io::AlignedBuffer data;    // k × block_size; shard s at s × L
+  io::AlignedBuffer parity;  // m × block_size; parity j at j × block_size
+  int part = -1;
+  uint64_t block = 0;
+  uint64_t len = 0;  // object bytes in this block
+  bool loading = false;
+  bool ready = false;
+  absl::Status status;
+};
+
+class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
+ public:
+  ReaderCore(Engine* e, int set, std::string bucket, std::string key, ObjectInfo info,
+           pb::ObjectVersion v, std::vector<std::optional<pb::ObjectVersion>> copies,
+           uint64_t offset, uint64_t length)
+      : e_(e),
+        set_(set),
+        bucket_(std::move(bucket)),
+        key_(std::move(key)),
+        info_(std::move(info)),
+        v_(std::move(v)),
+        copies_(std::move(copies)),
+        offset_(offset),
+        length_(length),
+        pos_(offset),
+        end_(offset + length) {
+    k_ = v_.data_shards();
+    m_ = v_.parity_shards();
+    n_ = k_ + m_;
+    block_ = v_.block_size();
+    uint64_t at = 0;
+    for (const pb::Part& p : v_.parts()) {
+      part_start_.push_back(at);
+      at += p.size();
+    }
+    files_.resize(static_cast<size_t>(v_.parts_size()));
+    dead_.assign(n_, false);
+  }
+
+  const ObjectInfo& info() const { return info_; }
+  uint64_t offset() const { return offset_; }
+  uint64_t length() const { return length_; }
+
+  // Opens the shard files of `part` on every drive holding the version (under the caller's
+  // shared lock for the first part; later parts are opened when reached).
+  void OpenPart(int part) {
+    auto& files = files_[static_cast<size_t>(part)];
+    if (!files.empty()) return;
+    files.resize(n_);
+    const std::string dir =
+        StrCat(ObjectDir(bucket_, key_), "/", DataDirName(Hex(v_.version_id())));
+    for (uint32_t p = 0; p < n_; ++p) {
+      if (!copies_[p] || dead_[p]) continue;
+      FileBackend* f = e_->fs(set_, static_cast<int>(p));
+      if (f == nullptr) continue;
+      auto h = f->Open(StrCat(dir, "/", v_.parts(part).file()), OpenMode::kRead);
+      if (h.ok()) {
+        files[p] = *std::move(h);
+      } else {
+        e_->QueueHeal(bucket_, key_);
+      }
+    }
+  }
+
+  absl::Status LoadInline() {
+    const uint64_t size = v_.size();
+    const uint64_t L = ShardBlockLen(size, 0, k_, block_, /*inline_data=*/true);
+    inline_.assign(k_ * L + 1, '\0');
+    if (size == 0) return absl::OkStatus();
+    std::vector<std::string> shards(n_, std::string(L, '\0'));
+    std::vector<bool> present(n_, false);
+    int good = 0;
+    for (uint32_t p = 0; p < n_; ++p) {
+      if (!copies_[p]) continue;
+      const pb::ObjectVersion& c = *copies_[p];
+      const uint32_t s = c.shard_index();
+      if (s >= n_ || present[s] || c.inline_shard().size() != L || c.parts_size() < 1 ||
+          c.parts(0).block_crc_size() < 1 ||
+          Crc64(c.inline_shard().data(), L) != c.parts(0).block_crc(0)) {
+        e_->QueueHeal(bucket_, key_);
+        continue;
+      }
+      shards[s] = c.inline_shard();
+      present[s] = true;
+      ++good;
+    }
+    if (good < static_cast<int>(k_)) {
+      return Error(ErrorKind::kCorrupt, StrCat(bucket_, "/", key_, ": only ", good, " of ", k_,
+                                               " needed shards are intact"));
+    }
+    uint8_t* ptrs[ec::kMaxShards];
+    for (uint32_t s = 0; s < n_; ++s) ptrs[s] = reinterpret_cast<uint8_t*>(shards[s].data());
+    bool all_data = true;
+    for (uint32_t s = 0; s < k_; ++s) all_data = all_data && present[s];
+    if (!all_data) {
+      std::unique_ptr<bool[]> pr(new bool[n_]);
+      for (uint32_t s = 0; s < n_; ++s) pr[s] = present[s];
+      OL_RETURN_IF_ERROR(e_->codec().Reconstruct(L, ptrs, absl::MakeConstSpan(pr.get(), n_)));
+    }
+    for (uint32_t s = 0; s < k_; ++s) std::memcpy(inline_.data() + s * L, shards[s].data(), L);
+    return absl::OkStatus();
+  }
+
+  io::Task<absl::StatusOr<absl::Span<const std::byte>>> Next() {
+    if (pos_ >= end_) co_return absl::Span<const std::byte>();
+    if (v_.inline_data()) {
+      auto out = absl::MakeConstSpan(reinterpret_cast<const std::byte*>(inline_.data()) + pos_,
+                                     end_ - pos_);
+      pos_ = end_;
+      co_return out;
+    }
+    // Which part and block hold pos_.
+    int part = 0;
+    while (part + 1 < v_.parts_size() && part_start_[static_cast<size_t>(part + 1)] <= pos_) ++part;
+    const uint64_t window = static_cast<uint64_t>(k_) * block_;
+    const uint64_t in_part = pos_ - part_start_[static_cast<size_t>(part)];
+    const uint64_t block = in_part / window;
+    BlockBuf* cur = Find(part, block);
+    if (cur == nullptr) {
+      cur = Free();
+      co_await Load(*cur, part, block);
+    } else if (cur->loading) {
+      co_await Wait(*cur);
+    }
+    if (!cur->status.ok()) co_return cur->status;
+    const uint64_t block_start = part_start_[static_cast<size_t>(part)] + block * window;
+    const uint64_t n = std::min(block_start + cur->len - pos_, end_ - pos_);
+    auto out = absl::MakeConstSpan(cur->data.data() + (pos_ - block_start), n);
+    pos_ += n;
+    // Read the next block ahead while the caller consumes this one.
+    if (pos_ < end_) {
+      int npart = part;
+      uint64_t nblock = block + 1;
+      if ((nblock * window) >= v_.parts(part).size()) {
+        ++npart;
+        nblock = 0;
+      }
+      if (npart < v_.parts_size() && Find(npart, nblock) == nullptr) {
+        BlockBuf* ahead = Other(cur);
+        if (!ahead->loading) {
+          io::Spawn(LoadDetached(shared_from_this(), ahead, npart, nblock));
+        }
+      }
+    }
+    co_return out;
+  }
+
+  bool InitBuffers() {
+    for (BlockBuf& b : bufs_) {
+      b.data = io::AlignedBuffer(static_cast<size_t>(k_) * block_);
+      b.parity = io::AlignedBuffer(std::max<size_t>(static_cast<size_t>(m_) * block_, 1));
+      if (!b.data || !b.parity) return false;
+    }
+    return true;
+  }
+
+ private:
+  BlockBuf* Find(int part, uint64_t block) {
+    for (BlockBuf& b : bufs_) {
+      if (b.part == part && b.block == block && (b.ready || b.loading)) return &b;
+    }
+    return nullptr;
+  }
+  BlockBuf* Other(BlockBuf* b) { return b == &bufs_[0] ? &bufs_[1] : &bufs_[0]; }
+  BlockBuf* Free() {
+    // Never the one being read ahead into.
+    return bufs_[0].loading ? &bufs_[1] : &bufs_[0];
+  }
+
+  struct WaitFor {
+    ReaderCore* r;
+    BlockBuf* b;
+    bool await_ready() const noexcept { return !b->loading; }
+    void await_suspend(std::coroutine_handle<> h) noexcept { r->waiter_ = h; }
+    void await_resume() const noexcept {}
+  };
+  WaitFor Wait(BlockBuf& b) { return WaitFor{this, &b}; }
+
+  // The read-ahead owns a reference: a reader dropped mid-flight stays alive until it lands.
+  static io::Task<void> LoadDetached(std::shared_ptr<ReaderCore> self, BlockBuf* b, int part,
+                                     uint64_t block) {
+    co_await self->Load(*b, part, block);
+    if (self->waiter_) std::exchange(self->waiter_, nullptr).resume();
+  }
+
+  io::Task<void> Load(BlockBuf& b, int part, uint64_t block) {
+    b.part = part;
+    b.block = block;
+    b.loading = true;
+    b.ready = false;
+    b.status = co_await Read(b, part, block);
+    b.loading = false;
+    b.ready = true;
+  }
+
+  io::Task<absl::Status> Read(BlockBuf& b, int part, uint64_t block) {
+    OpenPart(part);
+    auto& files = files_[static_cast<size_t>(part)];
+    const pb::Part& pinfo = v_.parts(part);
+    const uint64_t window = static_cast<uint64_t>(k_) * block_;
+    b.len = std::min(window, pinfo.size() - block * window);
+    const auto L = static_cast<uint32_t>(ShardBlockLen(pinfo.size(), block, k_, block_, false));
+    const uint64_t off = block * block_;
+    enum State : uint8_t { kUnread, kGood, kBad };
+    std::vector<State> state(n_, kUnread);
+    uint8_t* ptrs[ec::kMaxShards];
+    for (uint32_t s = 0; s < n_; ++s) {
+      ptrs[s] = s < k_ ? reinterpret_cast<uint8_t*>(b.data.data()) + s * static_cast<uint64_t>(L)
+                       : reinterpret_cast<uint8_t*>(b.parity.data()) +
+                             (s - k_) * static_cast<uint64_t>(block_);
+    }
+    io::Reactor& r = *io::Reactor::Current();
+    int good = 0;
+    while (good < static_cast<int>(k_)) {
+      // The next shards to try: data shards first, then parity.
+      std::vector<uint32_t> pick;
+      for (uint32_t s = 0; s < n_ && good + static_cast<int>(pick.size()) < static_cast<int>(k_);
+           ++s) {
+        if (state[s] != kUnread) continue;
+        const uint32_t p = ShardPosition(v_.rotation(), s, n_);
+        if (!copies_[p] || dead_[p] || !files[p]) {
+          state[s] = kBad;
+          if (!copies_[p] || !files[p]) e_->QueueHeal(bucket_, key_);
+          continue;
+        }
+        pick.push_back(s);
+      }
+      if (pick.empty()) break;
+      io::IoBatch batch(pick.size());
+      for (uint32_t s : pick) {
+        FileHandle* fh = files[ShardPosition(v_.rotation(), s, n_)].get();
+        uint8_t* dst = ptrs[s];
+        batch.Add([&](io::Completion* c) { fh->Read(r, dst, L, off, c); });
+      }
+      co_await batch;
+      for (size_t i = 0; i < pick.size(); ++i) {
+        const uint32_t s = pick[i];
+        const uint32_t p = ShardPosition(v_.rotation(), s, n_);
+        const int32_t res = batch.result(i);
+        const pb::Part& mine = copies_[p]->parts(part);
+        if (res < 0) {
+          dead_[p] = true;
+          state[s] = kBad;
+          OL_LOG_EVERY_N_SEC(kWarning, 5) << "store: reading " << bucket_ << "/" << key_
+                                          << " on " << e_->drive(set_, static_cast<int>(p)).path
+                                          << ": " << ErrnoStatus(res, "read");
+        } else if (static_cast<uint32_t>(res) != L ||
+                   block >= static_cast<uint64_t>(mine.block_crc_size()) ||
+                   Crc64(ptrs[s], L) != mine.block_crc(static_cast<int>(block))) {
+          state[s] = kBad;
+          OL_LOG_EVERY_N_SEC(kWarning, 5)
+              << "store: bitrot in " << bucket_ << "/" << key_ << " part " << pinfo.number()
+              << " block " << block << " shard " << s << " on "
+              << e_->drive(set_, static_cast<int>(p)).path << "; rebuilt from parity";
+        } else {
+          state[s] = kGood;
+          ++good;
+          continue;
+        }
+        e_->QueueHeal(bucket_, key_);
+      }
+    }
+    if (good < static_cast<int>(k_)) {
+      co_return Error(ErrorKind::kCorrupt,
+                      StrCat(bucket_, "/", key_, " part ", pinfo.number(), " block ", block,
+                             ": only ", good, " of the ", k_, " needed shards are intact"));
+    }
+    bool all_data = true;
+    for (uint32_t s = 0; s < k_; ++s) all_data = all_data && state[s] == kGood;
+    if (!all_data) {
+      std::unique_ptr<bool[]> present(new bool[n_]);
+      for (uint32_t s = 0; s < n_; ++s) present[s] = state[s] == kGood;
+      OL_CO_RETURN_IF_ERROR(
+          e_->codec().Reconstruct(L, ptrs, absl::MakeConstSpan(present.get(), n_)));
+    }
+    co_return absl::OkStatus();
+  }
+
+ private:
+  Engine* e_;
+  int set_;
+  std::string bucket_, key_;
+  ObjectInfo info_;
+  pb::ObjectVersion v_;
+  std::vector<std::optional<pb::ObjectVersion>> copies_;
+  uint64_t offset_, length_, pos_, end_;
+  uint32_t k_ = 0, m_ = 0, n_ = 0, block_ = 0;
+  std::vector<uint64_t> part_start_;
+  std::vector<std::vector<std::unique_ptr<FileHandle>>> files_;
+  std::vector<bool> dead_;
+  BlockBuf bufs_[2];
+  std::string inline_;
+  std::coroutine_handle<> waiter_ = nullptr;
+};
+
+class EcReader final : public ObjectReader {
+ public:
+  explicit EcReader(std::shared_ptr<ReaderCore> core) : core_(std::move(core)) {}
+  const ObjectInfo& info() const override { return core_->info(); }
+  uint64_t offset() const override { return core_->offset(); }
+  uint64_t length() const override { return core_->length(); }
+  io::Task<absl::StatusOr<absl::Span<const std::byte>>> Next() override { return core_->Next(); }
+
+ private:
+  std::shared_ptr<ReaderCore> core_;
+};
+
+}  // namespace
+
+io::Task<absl::StatusOr<std::unique_ptr<ObjectReader>>> Engine::OpenObject(std::string bucket,
+                                                                            std::string key,
+                                                                            GetOptions options) {
+  OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
+  OL_CO_RETURN_IF_ERROR(ValidateObjectKey(key));
+  const Placement pl = PlaceObject(bucket, key);
+  const int set = static_cast<int>(pl.set);
+  // Shared: a commit cannot swap the version between reading metadata and opening files.
+  LockGuard lock = co_await locks_.Lock(StrCat("o:", bucket, "/", key), false);
+  Resolved r = co_await ResolveForRead(set, bucket, key);
+  OL_CO_RETURN_IF_ERROR(r.status);
+  ObjectInfo info = ToObjectInfo(bucket, key, r.version);
+  OL_CO_RETURN_IF_ERROR(CheckConditions(info, options.conditions));
+  uint64_t offset = 0, length = 0;
+  OL_CO_RETURN_IF_ERROR(ResolveRange(info.size, options.range, &offset, &length));
+  std::vector<std::optional<pb::ObjectVersion>> copies(static_cast<size_t>(n_));
+  for (int p = 0; p < n_; ++p) {
+    if (r.copy[static_cast<size_t>(p)] != nullptr) copies[static_cast<size_t>(p)] = *r.copy[static_cast<size_t>(p)];
+  }
+  auto core = std::make_shared<ReaderCore>(this, set, bucket, key, std::move(info), r.version,
+                                           std::move(copies), offset, length);
+  if (r.version.inline_data()) {
+    OL_CO_RETURN_IF_ERROR(core->LoadInline());
+  } else {
+    if (!core->InitBuffers()) co_return absl::ResourceExhaustedError("store: out of memory for a read");
+    // The part holding the first byte, opened while the lock holds the version in place.
+    int part = 0;
+    uint64_t at = 0;
+    while (part + 1 < r.version.parts_size() && at + r.version.parts(part).size() <= offset) {
+      at += r.version.parts(part).size();
+      ++part;
+    }
+    if (r.version.parts_size() > 0) core->OpenPart(part);
+  }
+  co_return std::unique_ptr<ObjectReader>(new EcReader(std::move(core)));
+}
+
+}  // namespace openlake::store

@@ -1,0 +1,173 @@
+// Names, the metadata envelope and placement.
+#include <map>
+#include <set>
+
+#include <catch2/catch.hpp>
+
+#include "store/meta.h"
+#include "store/names.h"
+#include "store/placement.h"
+
+#include "openlake/store/store.h"
+
+using namespace openlake::store;
+
+TEST_CASE("bucket names follow S3's rules", "[store][names]") {
+  for (const char* ok : {"abc", "my-bucket", "my.bucket.01", "a1b", "123"}) {
+    INFO(ok);
+    CHECK(ValidateBucketName(ok).ok());
+  }
+  for (const char* bad : {"ab", "Abc", "-abc", "abc-", "a..b", "a.-b", "a-.b", "192.168.1.1",
+                          "openlake", "a_b", "abc/"}) {
+    INFO(bad);
+    absl::Status s = ValidateBucketName(bad);
+    CHECK(ErrorKindOf(s) == ErrorKind::kInvalidBucketName);
+    CHECK(absl::IsInvalidArgument(s));
+  }
+  CHECK(!ValidateBucketName(std::string(64, 'a')).ok());
+  CHECK(ValidateBucketName(std::string(63, 'a')).ok());
+}
+
+TEST_CASE("object keys that could leave the bucket are refused with a clear error",
+          "[store][names]") {
+  for (const char* ok : {"a", "a/b/c", "dir/", "a/b/", "x.y", ".hidden", "a/..b/c", "...",
+                         "%25", "%", "a%2F", "日本語/キー", "sp ace", "xl.meta", "%meta"}) {
+    INFO(ok);
+    CHECK(ValidateObjectKey(ok).ok());
+  }
+  const std::map<std::string, std::string> bad = {
+      {"", "empty"},
+      {"../etc/passwd", "\"..\""},
+      {"a/../../b", "\"..\""},
+      {"a/./b", "\".\""},
+      {"..", "\"..\""},
+      {"/abs", "absolute"},
+      {"a//b", "empty segment"},
+      {std::string("a\0b", 3), "NUL"},
+      {std::string(1025, 'k'), "1024"},
+      {"a/" + std::string(256, 's'), "255"},
+      {"\xff\xfe", "UTF-8"},
+      {"\xc0\xaf", "UTF-8"},  // overlong '/'
+  };
+  for (const auto& [key, why] : bad) {
+    absl::Status s = ValidateObjectKey(key);
+    INFO(s);
+    CHECK(ErrorKindOf(s) == ErrorKind::kInvalidObjectName);
+    CHECK(std::string(s.message()).find(why) != std::string::npos);
+  }
+}
+
+TEST_CASE("key segments escape so they never name the engine's entries", "[store][names]") {
+  std::string seg;
+  CHECK(EscapeSegment("plain") == "plain");
+  CHECK(EscapeSegment("%meta") == "%25meta");
+  CHECK(EscapeSegment("") == "%");
+  CHECK(!UnescapeSegment("%meta", &seg));
+  CHECK(!UnescapeSegment("%data.0123", &seg));
+  CHECK(UnescapeSegment("%25meta", &seg));
+  CHECK(seg == "%meta");
+  CHECK(UnescapeSegment("%", &seg));
+  CHECK(seg.empty());
+  for (const char* s : {"a", "%", "%%", "100%", "%25", "a%b%c"}) {
+    std::string back;
+    REQUIRE(UnescapeSegment(EscapeSegment(s), &back));
+    CHECK(back == s);
+  }
+  CHECK(ObjectDir("b", "a/b") == "b/a/b");
+  CHECK(ObjectDir("b", "a/") == "b/a/%");
+  CHECK(ObjectDir("b", "%meta") == "b/%25meta");
+  CHECK(MetaPath("b", "k") == "b/k/%meta");
+  CHECK(PrefixDir("b", "") == "b");
+  CHECK(PrefixDir("b", "x/y/") == "b/x/y");
+}
+
+TEST_CASE("metadata records round-trip and every damage is detected", "[store][meta]") {
+  pb::ObjectMeta m;
+  m.set_bucket("bkt");
+  m.set_key("some/key");
+  pb::ObjectVersion* v = m.add_versions();
+  v->set_version_id(NewVersionId());
+  v->set_mod_time_ns(123456789);
+  v->set_size(1 << 20);
+  v->set_etag("d41d8cd98f00b204e9800998ecf8427e");
+  v->set_content_type("text/plain");
+  (*v->mutable_user_meta())["color"] = "blue";
+  v->set_data_shards(2);
+  v->set_parity_shards(2);
+  v->set_block_size(1 << 20);
+  v->set_inline_data(true);
+  v->set_inline_shard(std::string(1000, 'x'));
+  v->add_parts()->add_block_crc(42);
+  const std::string rec = EncodeRecord(RecordType::kObjectMeta, m);
+
+  pb::ObjectMeta back;
+  REQUIRE(DecodeRecord(RecordType::kObjectMeta, rec, &back).ok());
+  CHECK(back.SerializeAsString() == m.SerializeAsString());
+  CHECK(SameVersion(back.versions(0), m.versions(0)));
+
+  // Every single-bit flip anywhere, header or body or inline data, is refused.
+  for (size_t i = 0; i < rec.size(); i += (i < 64 ? 1 : 37)) {
+    std::string bad = rec;
+    bad[i] = static_cast<char>(bad[i] ^ 0x04);
+    pb::ObjectMeta out;
+    INFO(i);
+    CHECK(absl::IsDataLoss(DecodeRecord(RecordType::kObjectMeta, bad, &out)));
+  }
+  // Torn: any prefix.
+  for (size_t n : {size_t{0}, size_t{5}, size_t{19}, size_t{20}, rec.size() / 2, rec.size() - 1}) {
+    pb::ObjectMeta out;
+    CHECK(absl::IsDataLoss(DecodeRecord(RecordType::kObjectMeta, rec.substr(0, n), &out)));
+  }
+  // Extra bytes, and a record of another type.
+  pb::ObjectMeta out;
+  CHECK(absl::IsDataLoss(DecodeRecord(RecordType::kObjectMeta, rec + "x", &out)));
+  pb::BucketMeta bm;
+  CHECK(absl::IsDataLoss(DecodeRecord(RecordType::kBucketMeta, rec, &bm)));
+}
+
+TEST_CASE("placement is stable, keyed and spread", "[store][placement]") {
+  SipKey zero{};
+  // SipHash-2-4 reference vector (the paper's key 00..0f over the empty message).
+  SipKey ref;
+  for (int i = 0; i < 16; ++i) ref[i] = static_cast<uint8_t>(i);
+  CHECK(SipHash24(ref, "") == 0x726fdb47dd0e0e31ULL);
+  std::string msg;
+  for (int i = 0; i < 15; ++i) msg += static_cast<char>(i);
+  CHECK(SipHash24(ref, msg) == 0xa129ca6149be45e5ULL);
+
+  // Stable: the same input, the same place, every time.
+  const Placement a = Place(ref, 8, 16, "bucket", "key");
+  for (int i = 0; i < 10; ++i) {
+    const Placement b = Place(ref, 8, 16, "bucket", "key");
+    CHECK(a.set == b.set);
+    CHECK(a.rotation == b.rotation);
+  }
+  // Keyed: another deployment places differently (over many keys, not all the same).
+  int differ = 0;
+  for (int i = 0; i < 100; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    differ += Place(ref, 8, 16, "b", key).set != Place(zero, 8, 16, "b", key).set ? 1 : 0;
+  }
+  CHECK(differ > 50);
+  // Spread: 16,000 keys over 8 sets and 16 rotations, each within 25% of even.
+  std::map<uint32_t, int> sets, rots;
+  for (int i = 0; i < 16000; ++i) {
+    const Placement p = Place(ref, 8, 16, "b", "obj/" + std::to_string(i));
+    ++sets[p.set];
+    ++rots[p.rotation];
+  }
+  REQUIRE(sets.size() == 8);
+  REQUIRE(rots.size() == 16);
+  for (auto& [s, n] : sets) CHECK(std::abs(n - 2000) < 500);
+  for (auto& [r, n] : rots) CHECK(std::abs(n - 1000) < 250);
+  // Shard positions and their inverse.
+  for (uint32_t rot = 0; rot < 6; ++rot) {
+    std::set<uint32_t> used;
+    for (uint32_t s = 0; s < 6; ++s) {
+      const uint32_t p = ShardPosition(rot, s, 6);
+      CHECK(ShardAt(rot, p, 6) == s);
+      used.insert(p);
+    }
+    CHECK(used.size() == 6);
+  }
+}
