@@ -8,13 +8,11 @@ Run by meson (`meson test --suite integration`), which sets OPENLAKED and PYTHON
 import ctypes
 import os
 import signal
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from openlake_client.local_daemon import LocalDaemon
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -29,49 +27,16 @@ def _openlaked() -> str:
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _die_with_parent() -> None:
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-class Daemon:
+class Daemon(LocalDaemon):
     def __init__(self, tmp: Path, capacity_gb: float = 0.25, segment_mb: int = 4):
-        self.port = _free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self.socket = tmp / "sock" / "kv.sock"
-        cfg = tmp / "openlake.toml"
-        cfg.write_text(
-            f'mode = "kv"\nrpc_addr = "{self.address}"\nkv_socket = "{self.socket}"\n'
-            f"[kv_slab]\ncapacity_gb = {capacity_gb}\nsegment_mb = {segment_mb}\n"
-            "reserve_ttl_secs = 60\n")
-        self.log = tmp / "openlaked.log"
-        self.proc = subprocess.Popen([_openlaked(), "--config", str(cfg)],
-                                     stdout=open(self.log, "w"), stderr=subprocess.STDOUT,
-                                     preexec_fn=_die_with_parent)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            if "KV pool:" in self.log.read_text():
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        raise RuntimeError(f"openlaked did not start:\n{self.log.read_text()}")
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        super().__init__(_openlaked(), tmp, capacity_gb,
+                         slab_settings=f"segment_mb = {segment_mb}\nreserve_ttl_secs = 60\n",
+                         stop_timeout=20, preexec_fn=_die_with_parent)
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 Written from VLLM_CONNECTOR.md §5-§6 (no vLLM code): a scheduler with a block pool, a waiting
 queue, chunked prefill, preemption and async loads; N worker instances holding per-layer KV
-tensors (CPU) in a chosen layout; metadata pickled between them; worker outputs aggregated the
+tensors in a chosen layout (host memory, or the GPU with OPENLAKE_TEST_DEVICE=cuda); metadata pickled between them; worker outputs aggregated the
 way vLLM does (a request is finished only when every worker reported it).
 
 The KV written for (layer, token position, global head) is a deterministic function of the whole
@@ -237,6 +237,9 @@ LAYOUTS = [
 ]
 
 MLA_DIM = 24  # latent width of the tiny MLA model (576 in DeepSeek)
+# Where workers keep their KV tensors: "cpu", or "cuda" to run every scenario through the GPU
+# data path (the connector then picks the torch copy engine).
+KV_DEVICE = os.environ.get("OPENLAKE_TEST_DEVICE", "cpu")
 
 
 class FakeAttention:
@@ -271,7 +274,7 @@ class KVStore:
         kb = num_blocks * self.r
         self.names = [f"model.layers.{i}.self_attn.attn" for i in range(num_layers)]
         self.tensors: Dict[str, torch.Tensor] = {}
-        z = lambda *s: torch.zeros(*s, dtype=dtype)  # noqa: E731
+        z = lambda *s: torch.zeros(*s, dtype=dtype, device=KV_DEVICE)  # noqa: E731
         H, N, D, C = self.heads, self.n, self.d, self.c
         if layout in ("std_lbnhc", "std_lbhnc"):
             if layout == "std_lbnhc":
@@ -322,12 +325,12 @@ class KVStore:
         t = self.tensors[self.names[layer]]
         k, n = self._where(block_id, offset)
         if self.layout in ("legacy_fa", "legacy_fa_hnd"):
-            return torch.cat([t[0, k, n], t[1, k, n]], dim=-1)
+            return torch.cat([t[0, k, n], t[1, k, n]], dim=-1).cpu()
         if self.layout in ("flashinfer_nhd", "flashinfer_hnd", "kernel_r2"):
-            return torch.cat([t[k, 0, n], t[k, 1, n]], dim=-1)
+            return torch.cat([t[k, 0, n], t[k, 1, n]], dim=-1).cpu()
         if self.layout == "mla":
-            return t[k, n].unsqueeze(0)
-        return t[k, :, n].clone()
+            return t[k, n].unsqueeze(0).cpu()
+        return t[k, :, n].cpu()
 
     def scribble(self, block_id: int) -> None:
         """Overwrites a block with garbage (what a new owner of a freed block does)."""

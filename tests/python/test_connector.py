@@ -16,7 +16,7 @@ import pytest
 
 import openlake_client as ol
 from openlake_client import keys as ol_keys
-from mini_engine import LAYOUTS, MiniEngine
+from mini_engine import KV_DEVICE, LAYOUTS, MiniEngine
 
 HERE = Path(__file__).resolve().parent
 
@@ -222,6 +222,8 @@ def test_abort_during_an_async_load_frees_the_blocks_after_done_recving(daemon):
 
 @pytest.mark.parametrize("engine", ["memcpy", "torch"])
 def test_a_corrupt_stored_block_is_reported_recomputed_and_replaced(daemon, engine):
+    if engine == "memcpy" and KV_DEVICE != "cpu":
+        pytest.skip("the memcpy engine needs the KV cache in host memory")
     e = MiniEngine(extra(daemon, async_save=False, copy_engine=engine))
     p = prompt(24, 13)
     a = e.add("a", p)
@@ -393,11 +395,13 @@ def test_reset_cache_and_shutdown_twice(daemon):
     e.shutdown()  # idempotent
 
 
+@pytest.mark.parametrize("path", ["kernel", "dma"])
 @pytest.mark.parametrize("layout", ["std_lbnhc", "legacy_fa_hnd", "kernel_r2", "mla"])
-def test_torch_copy_engine_on_host_tensors(daemon, layout):
-    # The engine GPUs use, exercised here on host tensors: batched gathers and scatters, and
-    # one row copy per step and direction between staging and the slab.
-    e = MiniEngine(extra(daemon, copy_engine="torch"), layout=layout)
+def test_torch_copy_engine(daemon, layout, path):
+    # The engine GPUs use (on host tensors unless OPENLAKE_TEST_DEVICE=cuda): batched gathers
+    # and scatters, and each step's crossing between staging and the slab either as one row
+    # copy over the whole step or as one copy per run of back-to-back slots.
+    e = MiniEngine(extra(daemon, copy_engine="torch", copy_path=path), layout=layout)
     assert e.workers[0].connector._mover.name == "torch"
     p = prompt(22, 20)
     e.add("a", p)
@@ -520,3 +524,17 @@ def test_subclasses_vllms_base_when_importable(daemon, extra_param):
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().endswith("ok")
+
+
+def test_extra_config_values_are_checked():
+    from openlake_client.openlake_connector import Settings
+
+    base = {"openlake_nodes": ["127.0.0.1:1"]}
+    s = Settings.from_extra({**base, "openlake_copy_path": "dma", "openlake_pin_slab": "eager"})
+    assert (s.copy_path, s.pin_slab) == ("dma", "eager")
+    d = Settings.from_extra(base)
+    assert (d.copy_engine, d.copy_path, d.pin_slab) == ("auto", "auto", "lazy")
+    for key, bad in (("openlake_copy_engine", "cuda"), ("openlake_copy_path", "pcie"),
+                     ("openlake_pin_slab", "always")):
+        with pytest.raises(ValueError, match=key):
+            Settings.from_extra({**base, key: bad})

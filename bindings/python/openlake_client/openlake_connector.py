@@ -176,6 +176,8 @@ class Settings:
     min_load_blocks: int = 1
     copy_engine: str = "auto"     # "auto", "memcpy" (host memory) or "torch"
     crc_threads: int = 4
+    copy_path: str = "auto"       # torch engine: "auto", "dma" (runs of slots) or "kernel"
+    pin_slab: str = "lazy"        # GPU: register slab segments with CUDA on first use, or "eager"
 
     @staticmethod
     def from_extra(extra: Dict[str, Any]) -> "Settings":
@@ -196,6 +198,8 @@ class Settings:
         s.min_load_blocks = max(1, int(extra.get("openlake_min_load_blocks", 1)))
         s.copy_engine = str(extra.get("openlake_copy_engine", "auto"))
         s.crc_threads = max(1, int(extra.get("openlake_crc_threads", 4)))
+        s.copy_path = str(extra.get("openlake_copy_path", "auto"))
+        s.pin_slab = str(extra.get("openlake_pin_slab", "lazy"))
         if s.device not in ("local", "ucx"):
             raise ValueError(f"OpenLakeConnector: openlake_device must be 'local' or 'ucx', "
                              f"not {s.device!r}")
@@ -207,6 +211,10 @@ class Settings:
             raise ValueError("OpenLakeConnector: openlake_lookup must be 'sync' or 'async'")
         if s.copy_engine not in ("auto", "memcpy", "torch"):
             raise ValueError("OpenLakeConnector: openlake_copy_engine must be auto, memcpy or torch")
+        if s.copy_path not in ("auto", "dma", "kernel"):
+            raise ValueError("OpenLakeConnector: openlake_copy_path must be auto, dma or kernel")
+        if s.pin_slab not in ("lazy", "eager"):
+            raise ValueError("OpenLakeConnector: openlake_pin_slab must be lazy or eager")
         return s
 
 
@@ -717,7 +725,11 @@ def _make_mover(layout: BlockLayout, client: Any, ns: Any, settings: Settings) -
             raise ValueError("openlake_copy_engine='memcpy' needs the KV cache in host memory")
         return MemcpyMover(layout, client, ns)
     from openlake_client.torch_mover import TorchMover  # imports torch, only on workers
-    return TorchMover(layout, client, ns, crc_threads=settings.crc_threads)
+    mover = TorchMover(layout, client, ns, crc_threads=settings.crc_threads,
+                       copy_path=settings.copy_path)
+    if settings.pin_slab == "eager":
+        mover.register_all()
+    return mover
 
 
 class MemcpyMover:

@@ -4,25 +4,38 @@ Used by the connector when the KV cache is on a GPU (and, for tests, on the host
 blocks move in batches, never one copy call per layer and block:
 
   save:  per (layer, byte range) one gather (index_select) of every block of the step into a
-         staging buffer laid out as OpenLake blocks; then ONE index_copy_ writes every staged
-         block into its reserved slot, the slab seen as rows of R bytes (4 KiB for blocks of
-         4 KiB and more); CRC-64 of the slots on `crc_threads` host threads; one Commit.
-  load:  one Lookup (pins the hits); CRC-64 of the slots, verified against what was committed;
-         ONE index_select reads every verified slot into staging; per (layer, byte range) one
-         scatter (index_copy_) into the KV cache; the generation re-checked; one Release.
+         staging buffer laid out as OpenLake blocks; then the staged blocks cross to their
+         reserved slots (below) in up to 8 chunks, and each chunk is checksummed (CRC-64 of the
+         slots, on `crc_threads` host threads) as soon as it has landed, while the next ones
+         still cross; one Commit.
+  load:  one Lookup (pins the hits); the slots cross into staging while the host checksums
+         them (both only read the slab); the prefix whose CRC-64 matches what was committed is
+         then scattered, per (layer, byte range) one index_copy_, into the KV cache (a corrupt
+         block and those after it never reach it); the generation re-checked; one Release.
 
-On a GPU the slab's segments are registered with CUDA as mapped, page-locked memory (a segment
-at a time, as blocks land in it, so a large slab costs nothing until used) and the slab is seen
-by the GPU through a CUDA tensor aliasing that memory: the row copy is one kernel that reads or
-writes host memory over PCIe directly. Where that alias cannot be made, each block crosses in
-one cudaMemcpy instead (logged once).
+The crossing between staging and the slab takes one of two paths (`copy_path`):
+  "dma":    slots that lie back to back in the slab (what one Reserve usually hands out) form
+            runs, and each run crosses in ONE copy (cudaMemcpyAsync, DMA at PCIe speed);
+  "kernel": ONE index_copy_ / index_select over the whole step, the slab seen as rows of R
+            bytes (4 KiB for blocks of 4 KiB and more) through a CUDA tensor aliasing the
+            mapped host memory: one kernel reads or writes host memory over PCIe directly,
+            however scattered the slots are.
+"auto" saves through the DMA runs however many there are (on an H200, DMA copies of single
+2 MiB blocks still wrote the slab faster than the kernel's PCIe stores), and loads through them
+when there are few (at most one per 8 blocks), through the kernel otherwise (its reads of
+scattered slots beat many small DMA copies). On a GPU the slab's segments are registered with CUDA as mapped, page-locked memory:
+a segment at a time, as blocks land in it, so a large slab costs nothing until used but the
+first use of a segment pays for locking its pages (a few GB/s); `register_all` (the connector's
+openlake_pin_slab = "eager") pays that once, up front, for the whole slab. Where the
+alias cannot be made, the runs are used whatever their number (logged once).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from typing import Any, List, Set, Tuple
+import threading
+from typing import Any, Dict, List, Set, Tuple
 
 import openlake_client
 
@@ -30,7 +43,12 @@ logger = logging.getLogger("openlake_client.torch_mover")
 
 _CUDA_HOST_REGISTER_PORTABLE = 1
 _CUDA_HOST_REGISTER_MAPPED = 2
-_CUDA_ERROR_ALREADY_REGISTERED = 712
+# Slab segments registered with CUDA by this process, with how many movers use each: CUDA refuses
+# a second registration of the same range (and the failed call would poison the next kernel
+# launch's error check), so movers share registrations.
+_REGISTERED: Dict[int, int] = {}
+_REGISTERED_LOCK = threading.Lock()
+_CHUNKS = 8  # a save's crossing is checksummed in this many pieces, overlapping the copies
 
 
 def _can_widen(t: Any) -> bool:
@@ -57,8 +75,13 @@ class _CudaArray:
 class TorchMover:
     name = "torch"
 
-    def __init__(self, layout: Any, client: Any, ns: Any, crc_threads: int = 4) -> None:
+    def __init__(self, layout: Any, client: Any, ns: Any, crc_threads: int = 4,
+                 copy_path: str = "auto") -> None:
         import torch
+
+        if copy_path not in ("auto", "dma", "kernel"):
+            raise ValueError(f"copy_path must be auto, dma or kernel, not {copy_path!r}")
+        self._copy_path = copy_path
 
         self._torch = torch
         self._layout = layout
@@ -75,7 +98,7 @@ class TorchMover:
         # Slots start on 4 KiB boundaries for blocks of 4 KiB and more (64 bytes below): rows of
         # that size (or less, to divide the block) address every slot of the slab.
         self._row = math.gcd(4096 if self._bb >= 4096 else 64, self._bb)
-        # The slab as host memory (a view, no copy), for per-block fallback copies.
+        # The slab as host memory (a view, no copy), for the DMA runs.
         self._slab_host = torch.frombuffer(client.slab_view(), dtype=torch.uint8)
         self._slab_rows = None  # the segments area as (rows, R), on the KV cache's device
         if self._cuda:
@@ -116,12 +139,20 @@ class TorchMover:
         return self._slab_addr + self._seg_off + seg * self._seg_bytes
 
     def _register(self, seg: int) -> None:
-        cudart = self._torch.cuda.cudart()
-        rc = cudart.cudaHostRegister(self._seg_addr(seg), self._seg_bytes,
-                                     _CUDA_HOST_REGISTER_PORTABLE | _CUDA_HOST_REGISTER_MAPPED)
-        code = int(getattr(rc, "value", rc))
-        if code not in (0, _CUDA_ERROR_ALREADY_REGISTERED):
-            raise RuntimeError(f"cudaHostRegister of KV slab segment {seg} failed (CUDA error {code})")
+        addr = self._seg_addr(seg)
+        with _REGISTERED_LOCK:
+            if addr not in _REGISTERED:
+                cudart = self._torch.cuda.cudart()
+                rc = cudart.cudaHostRegister(addr, self._seg_bytes,
+                                             _CUDA_HOST_REGISTER_PORTABLE | _CUDA_HOST_REGISTER_MAPPED)
+                code = int(getattr(rc, "value", rc))
+                if code != 0:
+                    if hasattr(cudart, "cudaGetLastError"):
+                        cudart.cudaGetLastError()  # clear it: torch checks it after each launch
+                    raise RuntimeError(f"cudaHostRegister of KV slab segment {seg} failed "
+                                       f"(CUDA error {code})")
+                _REGISTERED[addr] = 0
+            _REGISTERED[addr] += 1
         self._registered.add(seg)
 
     def _cuda_alias(self) -> Any:
@@ -135,9 +166,19 @@ class TorchMover:
             alias = self._torch.as_tensor(_CudaArray(self._seg_addr(0), nbytes), device=self._device)
             return alias.view(-1, self._row)
         except Exception as e:  # no UVA, an old torch, ...: fall back to per-block copies
-            logger.warning("OpenLake: the GPU cannot address the slab directly (%s); each block "
-                           "will cross PCIe in a copy of its own", e)
+            logger.warning("OpenLake: the GPU cannot address the slab directly (%s); blocks will "
+                           "cross PCIe in one DMA copy per run of back-to-back slots", e)
             return None
+
+    def register_all(self) -> None:
+        """Registers every segment of the slab with CUDA now (openlake_pin_slab = "eager"):
+        pays, once and up front, what lazy registration pays the first time a segment is used
+        (the pages are faulted in and locked)."""
+        if not self._cuda:
+            return
+        for seg in range((int(self._client.slab_bytes) - self._seg_off) // self._seg_bytes):
+            if seg not in self._registered:
+                self._register(seg)
 
     def _pin(self, offsets: List[int]) -> None:
         """Registers with CUDA the slab segments these slots lie in (once each)."""
@@ -152,8 +193,13 @@ class TorchMover:
         self._slab_rows = None
         if self._cuda:
             cudart = self._torch.cuda.cudart()
-            for seg in sorted(self._registered):
-                cudart.cudaHostUnregister(self._seg_addr(seg))
+            with _REGISTERED_LOCK:
+                for seg in sorted(self._registered):
+                    addr = self._seg_addr(seg)
+                    _REGISTERED[addr] -= 1
+                    if _REGISTERED[addr] == 0:
+                        del _REGISTERED[addr]
+                        cudart.cudaHostUnregister(addr)
         self._registered.clear()
 
     def _sync(self) -> None:
@@ -168,10 +214,76 @@ class TorchMover:
                              dtype=torch.long, device=self._device)
         return (first.unsqueeze(1) + torch.arange(per, device=self._device)).reshape(-1)
 
+    def _runs(self, offsets: List[int]) -> List[Tuple[int, int, int]]:
+        """(first block, count, slab offset) of each run of back-to-back slots."""
+        runs: List[Tuple[int, int, int]] = []
+        for i, off in enumerate(offsets):
+            if runs and runs[-1][2] + runs[-1][1] * self._bb == off:
+                first, n, start = runs[-1]
+                runs[-1] = (first, n + 1, start)
+            else:
+                runs.append((i, 1, off))
+        return runs
+
+    def _use_runs(self, runs: List[Tuple[int, int, int]], blocks: int, to_slab: bool) -> bool:
+        if self._slab_rows is None or self._copy_path == "dma":
+            return True
+        if self._copy_path == "kernel":
+            return False
+        return to_slab or len(runs) <= max(1, blocks // 8)
+
     def _kernel_index(self, block_ids: List[int], j: int) -> Any:
         r = self._layout.ratio
         return self._torch.tensor([b * r + j for b in block_ids], dtype=self._torch.long,
                                   device=self._device)
+
+    # ---- The crossing, in chunks --------------------------------------------------------------
+
+    def _chunks(self, blocks: int) -> List[Tuple[int, int]]:
+        """Up to _CHUNKS block ranges of a step: checksums of one overlap the crossing of the next."""
+        n = max(1, min(_CHUNKS, blocks))
+        bounds = [blocks * i // n for i in range(n + 1)]
+        return [(bounds[i], bounds[i + 1]) for i in range(n) if bounds[i] < bounds[i + 1]]
+
+    def _cross(self, staging: Any, offsets: List[int], to_slab: bool,
+               chunks: List[Tuple[int, int]]) -> List[Any]:
+        """Queues the copies between staging rows and these slots, chunk after chunk; returns
+        one CUDA event per chunk (recorded after its copies), or None per chunk on the host."""
+        torch = self._torch
+        runs = self._runs(offsets)
+        use_runs = self._use_runs(runs, len(offsets), to_slab)
+        events = []
+        for lo, hi in chunks:
+            if use_runs:
+                for first, n, off in runs:
+                    a, b = max(first, lo), min(first + n, hi)
+                    if a >= b:
+                        continue
+                    start = off + (a - first) * self._bb
+                    slab = self._slab_host[start:start + (b - a) * self._bb].view(b - a, self._bb)
+                    if to_slab:
+                        slab.copy_(staging[a:b], non_blocking=True)
+                    else:
+                        staging[a:b].copy_(slab, non_blocking=True)
+            else:
+                rows = self._rows(offsets[lo:hi])
+                part = staging[lo:hi].view(-1, self._row)
+                part = part.view(torch.int64) if self._rows_wide else part
+                if to_slab:
+                    self._slab_rows.index_copy_(0, rows, part)
+                else:
+                    torch.index_select(self._slab_rows, 0, rows, out=part)
+            if self._cuda:
+                ev = torch.cuda.Event()
+                ev.record(torch.cuda.current_stream(self._device))
+                events.append(ev)
+            else:
+                events.append(None)
+        return events
+
+    def _crc(self, offsets: List[int]) -> List[int]:
+        return [int(c) for c in openlake_client.crc64_many(
+            [(self._slab_addr + off, self._bb) for off in offsets], self._crc_threads)]
 
     # ---- Save: KV cache → slab --------------------------------------------------------------
 
@@ -192,17 +304,16 @@ class TorchMover:
             dst = staging[:, col:col + n]
             (dst.view(torch.int64) if wide else dst)[:] = view.index_select(0, index[j])
         self._pin(offsets)
-        if self._slab_rows is not None:
-            rows = staging.view(-1, self._row)
-            self._slab_rows.index_copy_(0, self._rows(offsets),
-                                        rows.view(torch.int64) if self._rows_wide else rows)
-        else:
-            for i, off in enumerate(offsets):
-                self._slab_host[off:off + self._bb].copy_(staging[i], non_blocking=True)
-        self._sync()
-        crcs = openlake_client.crc64_many([(self._slab_addr + off, self._bb) for off in offsets],
-                                          self._crc_threads)
-        entries = [(int(g[0]), keys[i], int(crcs[i]), first_depth + i) for i, g in enumerate(grants)]
+        chunks = self._chunks(m)
+        events = self._cross(staging, offsets, True, chunks)
+        # Each chunk is checksummed (in the slab, what readers will verify) as soon as it landed,
+        # while the next chunks still cross.
+        crcs: List[int] = []
+        for (lo, hi), ev in zip(chunks, events):
+            if ev is not None:
+                ev.synchronize()
+            crcs += self._crc(offsets[lo:hi])
+        entries = [(int(g[0]), keys[i], crcs[i], first_depth + i) for i, g in enumerate(grants)]
         try:
             self._client.commit(self._ns, entries)
         except openlake_client.OpenLakeError:
@@ -220,26 +331,23 @@ class TorchMover:
         try:
             if not hits:
                 return 0
-            crcs = openlake_client.crc64_many(
-                [(self._slab_addr + int(h[1]), self._bb) for h in hits], self._crc_threads)
+            offsets = [int(h[1]) for h in hits]
+            self._pin(offsets)
+            # Every hit crosses into staging (not yet into the KV cache) while the host
+            # checksums the same slots; only the verified prefix is then scattered.
+            staging = torch.empty((len(hits), self._bb), dtype=torch.uint8, device=self._device)
+            self._cross(staging, offsets, False, [(0, len(hits))])
+            crcs = self._crc(offsets)
             good = 0
-            while good < len(hits) and int(crcs[good]) == int(hits[good][3]):
+            while good < len(hits) and crcs[good] == int(hits[good][3]):
                 good += 1
             if good == 0:
+                self._sync()  # staging stays alive until its copies are done
                 return 0
             ids = block_ids[:good]
-            offsets = [int(h[1]) for h in hits[:good]]
-            self._pin(offsets)
-            if self._slab_rows is not None:
-                rows = self._slab_rows.index_select(0, self._rows(offsets))
-                staging = rows.view(torch.uint8).view(good, self._bb)
-            else:
-                staging = torch.empty((good, self._bb), dtype=torch.uint8, device=self._device)
-                for i, off in enumerate(offsets):
-                    staging[i].copy_(self._slab_host[off:off + self._bb], non_blocking=True)
             index = [self._kernel_index(ids, j) for j in range(self._layout.ratio)]
             for view, j, col, n, wide in self._ranges:
-                src = staging[:, col:col + n]
+                src = staging[:good, col:col + n]
                 view.index_copy_(0, index[j], src.view(torch.int64) if wide else src)
             self._sync()
             # A slot handed to a writer while we copied (our pin's lease lapsed) is not served.
