@@ -40,6 +40,8 @@ def main() -> int:
     ap.add_argument("--gpu-blocks", type=int, default=4096, help="KV cache size in blocks")
     ap.add_argument("--crc-threads", type=int, default=12)
     ap.add_argument("--paths", default="auto,dma,kernel", help="crossing paths to measure")
+    ap.add_argument("--profile", action="store_true",
+                    help="one more pass of the auto path, timed stage by stage")
     args = ap.parse_args()
     os.environ.setdefault("PYTHONHASHSEED", "0")
     sys.path.insert(0, str(ROOT / "build/bindings/python"))
@@ -68,7 +70,8 @@ def main() -> int:
     # Room for every step of every path (warm-ups included): each path's saves get fresh slots.
     # A last pass ("evicting", the auto path) then runs on the full pool: every Reserve evicts,
     # and slots come back in whatever order eviction frees them, as in a long-running server.
-    pool_gb = step_bytes * (args.steps + 1) * len(paths) / (1 << 30) + 0.25
+    fresh_passes = len(paths) + (1 if args.profile else 0)
+    pool_gb = step_bytes * (args.steps + 1) * fresh_passes / (1 << 30) + 0.25
     tmp = Path(tempfile.mkdtemp(prefix="openlake-gpu-bench-"))
     proc = None
     try:
@@ -90,7 +93,7 @@ def main() -> int:
         movers = []
         register_s = 0.0
 
-        def run_path(path, label=None):
+        def run_path(path, label=None, profile=None):
             nonlocal register_s
             label = label or path
             mover = TorchMover(layout, client, ns, crc_threads=args.crc_threads, copy_path=path)
@@ -108,6 +111,7 @@ def main() -> int:
             mover.load(keys, ids)
             save_t = load_t = 0.0
             saved = loaded = 0
+            mover.profile = profile
             for s in range(args.steps):
                 ids = step_ids()
                 keys = [f"{label}-s{s}-{i}".encode() for i in range(args.blocks)]
@@ -133,7 +137,12 @@ def main() -> int:
             return gbps(saved * block_bytes, save_t), gbps(loaded * block_bytes, load_t)
 
         measured = {p: run_path(p) for p in paths}
+        profiles = {"fresh slots": {}, "full pool": {}}
+        if args.profile:
+            run_path("auto", "profiled-fresh", profiles["fresh slots"])
         measured["evicting"] = run_path("auto", "evicting")
+        if args.profile:
+            run_path("auto", "profiled-full", profiles["full pool"])
         for mover in reversed(movers):
             mover.close()
 
@@ -184,6 +193,15 @@ def main() -> int:
         print(f"  torch pinned: H2D {result['torch_h2d_GBps']} GB/s, D2H "
               f"{result['torch_d2h_GBps']} GB/s, H2D in 2 MiB pieces "
               f"{result['torch_h2d_2MiB_pieces_GBps']} GB/s")
+        for kind, stages in profiles.items():
+            if not stages:
+                continue
+            print(f"  stages of the auto path, {kind}, ms per step of {step_bytes >> 20} MiB "
+                  f"(each ends with a device sync):")
+            for name, sec in stages.items():
+                print(f"    {name:28} {sec * 1e3 / args.steps:8.2f}")
+            result[f"stages_ms_per_step ({kind})"] = {k: round(v * 1e3 / args.steps, 2)
+                                                     for k, v in stages.items()}
         if args.json:
             print(json.dumps(result))
         return 0

@@ -402,13 +402,16 @@ def test_torch_copy_engine(daemon, layout, path):
     # and scatters, and each step's crossing between staging and the slab either as one row
     # copy over the whole step or as one copy per run of back-to-back slots.
     e = MiniEngine(extra(daemon, copy_engine="torch", copy_path=path), layout=layout)
-    assert e.workers[0].connector._mover.name == "torch"
+    mover = e.workers[0].connector._mover
+    assert mover.name == "torch"
+    mover.profile = {}  # the stage timing bench/gpu_kv_bench.py --profile reads
     p = prompt(22, 20)
     e.add("a", p)
     run_ok(e)
     e.add("b", p + [7])
     run_ok(e)
     assert answer(e, "b") == (20, False)
+    assert {"save: reserve", "save: cross + crc", "load: lookup", "load: scatter"} <= set(mover.profile)
     e.shutdown()
 
 

@@ -2,7 +2,8 @@
 # The GPU checks, run from a bundle made by tools/scripts/gpu_bundle.sh, on the GPU machine:
 #   bash gpucarry/gpu_checks.sh            # STAGES=bench,ttft,pytest by default
 # Libraries the machine lacks are taken from the bundle; each stage has its own time limit
-# (BENCH_T, TTFT_T, PYTEST_T seconds) and its log lands in $OUT.
+# (BENCH_T, TTFT_T, PYTEST_T seconds), BENCH_ARGS and TTFT_ARGS pass options on, and each
+# stage's log lands in $OUT.
 cd "$(dirname "$0")/.."
 R=$PWD
 OUT=${OUT:-$R/gpu-out}
@@ -24,7 +25,7 @@ chmod +x gpucarry/openlaked
 has() { case ",$STAGES," in *",$1,"*) return 0 ;; esac; return 1; }
 if has bench; then
   echo "== gpu_kv_bench"
-  timeout "${BENCH_T:-120}" python3 bench/gpu_kv_bench.py --json --openlaked gpucarry/openlaked 2>&1 | tee "$OUT/bench.log"
+  timeout "${BENCH_T:-120}" python3 bench/gpu_kv_bench.py --json --openlaked gpucarry/openlaked ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
 fi
 if has ttft; then
   echo "== ttft"

@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from typing import Any, Dict, List, Set, Tuple
 
 import openlake_client
@@ -82,6 +83,10 @@ class TorchMover:
         if copy_path not in ("auto", "dma", "kernel"):
             raise ValueError(f"copy_path must be auto, dma or kernel, not {copy_path!r}")
         self._copy_path = copy_path
+        # Seconds per stage, summed over calls, when set to a dict (bench/gpu_kv_bench.py
+        # --profile): each stage then ends with a device synchronisation.
+        self.profile: Any = None
+        self._t = 0.0
 
         self._torch = torch
         self._layout = layout
@@ -282,8 +287,23 @@ class TorchMover:
         return events
 
     def _crc(self, offsets: List[int]) -> List[int]:
-        return [int(c) for c in openlake_client.crc64_many(
+        t = time.perf_counter()
+        out = [int(c) for c in openlake_client.crc64_many(
             [(self._slab_addr + off, self._bb) for off in offsets], self._crc_threads)]
+        if self.profile is not None:
+            self.profile["crc (inside the others)"] = (
+                self.profile.get("crc (inside the others)", 0.0) + time.perf_counter() - t)
+        return out
+
+    def _stage(self, name: Any) -> None:
+        """Profiling only: charges the time since the last stage to `name` (None: starts)."""
+        if self.profile is None:
+            return
+        self._sync()
+        now = time.perf_counter()
+        if name is not None:
+            self.profile[name] = self.profile.get(name, 0.0) + now - self._t
+        self._t = now
 
     # ---- Save: KV cache → slab --------------------------------------------------------------
 
@@ -291,10 +311,12 @@ class TorchMover:
         torch = self._torch
         if not keys:
             return 0
+        self._stage(None)
         try:
             grants = self._client.reserve(self._ns, len(keys), True)
         except openlake_client.PoolFullError:
             return 0
+        self._stage("save: reserve")
         m = len(grants)
         ids = block_ids[:m]
         offsets = [int(g[1]) for g in grants]
@@ -303,6 +325,7 @@ class TorchMover:
         for view, j, col, n, wide in self._ranges:
             dst = staging[:, col:col + n]
             (dst.view(torch.int64) if wide else dst)[:] = view.index_select(0, index[j])
+        self._stage("save: gather")
         self._pin(offsets)
         chunks = self._chunks(m)
         events = self._cross(staging, offsets, True, chunks)
@@ -313,12 +336,14 @@ class TorchMover:
             if ev is not None:
                 ev.synchronize()
             crcs += self._crc(offsets[lo:hi])
+        self._stage("save: cross + crc")
         entries = [(int(g[0]), keys[i], crcs[i], first_depth + i) for i, g in enumerate(grants)]
         try:
             self._client.commit(self._ns, entries)
         except openlake_client.OpenLakeError:
             self._client.release([], [int(g[0]) for g in grants], False)
             raise
+        self._stage("save: commit")
         return m
 
     # ---- Load: slab → KV cache ----------------------------------------------------------------
@@ -327,7 +352,9 @@ class TorchMover:
         torch = self._torch
         if not keys:
             return 0
+        self._stage(None)
         batch, hits = self._client.lookup(self._ns, keys)
+        self._stage("load: lookup")
         try:
             if not hits:
                 return 0
@@ -341,6 +368,7 @@ class TorchMover:
             good = 0
             while good < len(hits) and crcs[good] == int(hits[good][3]):
                 good += 1
+            self._stage("load: cross + crc")
             if good == 0:
                 self._sync()  # staging stays alive until its copies are done
                 return 0
@@ -350,6 +378,7 @@ class TorchMover:
                 src = staging[:good, col:col + n]
                 view.index_copy_(0, index[j], src.view(torch.int64) if wide else src)
             self._sync()
+            self._stage("load: scatter")
             # A slot handed to a writer while we copied (our pin's lease lapsed) is not served.
             for i in range(good):
                 if not self._client.still_valid(int(hits[i][0]), int(hits[i][2])):
@@ -358,3 +387,4 @@ class TorchMover:
         finally:
             if batch:
                 self._client.release([batch], [], False)
+            self._stage("load: validate + release")
