@@ -217,10 +217,17 @@ io::Task<absl::StatusOr<std::pair<bool, uint64_t>>> Engine::HealOne(std::string 
             auto h = f->Open(StrCat(staged, "/", part.file()), OpenMode::kCreate);
             if (!h.ok()) co_return h.status();
             dst[p] = *std::move(h);
-          } else {
-            auto h = f->Open(StrCat(data_dir, "/", part.file()), OpenMode::kRead);
-            if (h.ok()) src[p] = *std::move(h);
           }
+          // Every drive is a source, a bad one too: its other blocks may be intact, and when
+          // every drive has some damage (each in another stripe) they are what rebuilds it.
+          // Each block read is checked against its CRC-64.
+          const pb::ObjectVersion* c = r.copy[p];
+          if (c == nullptr || c->parts_size() <= pi ||
+              c->parts(pi).block_crc_size() != static_cast<int>(blocks)) {
+            continue;  // its metadata cannot vouch for its blocks
+          }
+          auto h = f->Open(StrCat(data_dir, "/", part.file()), OpenMode::kRead);
+          if (h.ok()) src[p] = *std::move(h);
         }
         for (uint64_t b = 0; b < blocks; ++b) {
           const auto L = static_cast<uint32_t>(ShardBlockLen(part.size(), b, k, B, false));

@@ -24,6 +24,9 @@
 namespace openlake::store {
 namespace {
 
+// Windows smaller than this are hashed in place (posting costs more than hashing them).
+constexpr uint64_t kHashOffloadMin = 256 << 10;
+
 class Md5 {
  public:
   Md5() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_md5(), nullptr); }
@@ -70,6 +73,7 @@ struct WriterState {
   bool files_opened = false;
   bool committed = false;
   Md5 md5;
+  bool hash_offloaded = false;  // some window's MD5 was handed to another reactor
   absl::Status error;
 };
 
@@ -103,6 +107,7 @@ io::Task<absl::Status> Reap(WriterState& st, Window& w) {
   co_await batch;
   w.in_flight = false;
   for (size_t i = 0; i < w.batch->size(); ++i) {
+    if (w.slot_pos[i] < 0) continue;  // the window's MD5
     const int32_t res = w.batch->result(i);
     if (res != static_cast<int32_t>(w.shard_len)) {
       DropDrive(st, static_cast<uint32_t>(w.slot_pos[i]),
@@ -134,6 +139,54 @@ absl::Status OpenFiles(WriterState& st) {
   return QuorumCheck(st);
 }
 
+// Hashes `len` bytes of window `w` for the ETag. MD5 is serial and about as fast as the disk, so
+// where the runtime has another reactor the hash runs there (posted in order, so updates stay
+// in order), while this one encodes, checksums and writes: it is one more operation of the
+// window's batch, which completes back here, and the window is not reused before it is done.
+void HashWindow(WriterState& st, Window& w, const std::byte* data, uint64_t len) {
+  if (!st.e->options().etag_md5) return;  // the ETag comes from the CRC-64s (CrcEtag)
+  io::Reactor& r = *io::Reactor::Current();
+  io::Runtime& rt = r.runtime();
+  // Once one window went to the helper, all later ones follow it there: updates stay in order.
+  if (rt.size() < 2 || (len < kHashOffloadMin && !st.hash_offloaded)) {
+    st.md5.Update(data, len);
+    return;
+  }
+  st.hash_offloaded = true;
+  const unsigned origin = r.id();
+  const unsigned helper = (origin + 1) % rt.size();
+  Md5* md5 = &st.md5;
+  w.slot_pos.push_back(-1);
+  w.batch->Add([&](io::Completion* c) {
+    const bool queued = rt.Post(helper, [&rt, md5, data, len, origin, c] {
+      md5->Update(data, len);
+      // Fails only while the runtime stops, when nothing waits any more.
+      (void)rt.Post(origin, [c] { c->Complete(0, 0); });
+    });
+    if (!queued) {
+      md5->Update(data, len);
+      r.Defer([c] { c->Complete(0, 0); });
+    }
+  });
+}
+
+// The ETag of an object written with StoreOptions::etag_md5 off: the MD5 of its size and of
+// its data shards' block CRC-64s in shard order (so it does not depend on where the shards
+// went), 16 bytes like an MD5.
+std::string CrcEtag(const WriterState& st) {
+  Md5 h;
+  const uint64_t size = st.result.size;
+  h.Update(&size, sizeof(size));
+  for (uint32_t shard = 0; shard < st.k; ++shard) {
+    for (uint32_t p = 0; p < st.n; ++p) {
+      if (ShardAt(st.target.rotation, p, st.n) != shard) continue;
+      const auto& crcs = st.result.crcs[p];
+      h.Update(crcs.data(), crcs.size() * sizeof(uint64_t));
+    }
+  }
+  return h.Final();
+}
+
 // Encodes the current window (`len` bytes of body) and starts its shard writes.
 io::Task<absl::Status> FlushWindow(WriterState& st, uint64_t len) {
   Window& w = st.windows[st.cur];
@@ -142,7 +195,9 @@ io::Task<absl::Status> FlushWindow(WriterState& st, uint64_t len) {
   w.shard_len = L;
   std::byte* data = w.data.data();
   std::memset(data + len, 0, st.k * static_cast<uint64_t>(L) - len);
-  st.md5.Update(data, len);
+  if (!st.files_opened) OL_CO_RETURN_IF_ERROR(OpenFiles(st));
+  // From here to `in_flight` nothing returns early: the hash may already be running elsewhere.
+  HashWindow(st, w, data, len);
   const uint8_t* dptr[ec::kMaxShards];
   uint8_t* pptr[ec::kMaxShards];
   for (uint32_t i = 0; i < st.k; ++i) dptr[i] = reinterpret_cast<uint8_t*>(data) + i * L;
@@ -150,7 +205,6 @@ io::Task<absl::Status> FlushWindow(WriterState& st, uint64_t len) {
     pptr[j] = reinterpret_cast<uint8_t*>(w.parity.data()) + j * w.parity_stride;
   }
   if (st.m > 0) st.e->codec().Encode(L, dptr, pptr);
-  if (!st.files_opened) OL_CO_RETURN_IF_ERROR(OpenFiles(st));
   io::Reactor& r = *io::Reactor::Current();
   const uint64_t offset = st.blocks * st.block;
   for (uint32_t p = 0; p < st.n; ++p) {
@@ -305,7 +359,7 @@ class EcWriter final : public ObjectWriter {
       }
       for (uint32_t p = 0; p < st.n; ++p) res.wrote[p] = !st.failed[p];
     }
-    res.md5 = st.md5.Final();
+    res.md5 = res.inline_data || st.e->options().etag_md5 ? st.md5.Final() : CrcEtag(st);
     res.mod_time_ns = NowNs();
     // (No co_await inside ?: — GCC 12 destroys such temporaries twice.)
     absl::StatusOr<ObjectInfo> info;
@@ -373,7 +427,7 @@ absl::StatusOr<std::unique_ptr<ObjectWriter>> Engine::NewWriter(WriteTarget t, i
     if (!w.data || !w.parity) {
       return absl::ResourceExhaustedError("store: out of memory for a window");
     }
-    w.batch = std::make_unique<io::IoBatch>(st->n);
+    w.batch = std::make_unique<io::IoBatch>(st->n + 1);  // the shard writes and the hash
     w.slot_pos.reserve(st->n);
   }
   if (small) st->window_bytes = st->windows[0].data.size();

@@ -78,6 +78,52 @@ TEST_CASE("objects of every size round-trip with MD5 ETags", "[store]") {
   }
 }
 
+TEST_CASE("ETags stay right when windows are hashed on another reactor", "[store]") {
+  // 256 KiB windows (RS(2+2), 128 KiB blocks): at the offload size, so every full window's MD5
+  // runs on the second reactor while the first encodes and writes.
+  StoreFixture f(4, 4, 2, /*block_size=*/128 << 10, /*faulty=*/true, /*reactors=*/2);
+  REQUIRE(f.Open().ok());
+  REQUIRE(f.MakeBucket("bkt").ok());
+  for (size_t size : {size_t{300000}, size_t{(256 << 10) * 7}, size_t{(256 << 10) * 9 + 5}}) {
+    INFO(size);
+    const std::string data = RandomBytes(size, static_cast<uint32_t>(size) + 1);
+    auto info = f.Put("bkt", "big", data, {}, 50000);
+    REQUIRE(info.ok());
+    CHECK(info->etag == Md5Hex(data));
+    CHECK(*f.Get("bkt", "big") == data);
+  }
+  // A writer dropped while hashes are in flight leaves nothing behind and breaks nothing.
+  auto dropped = f.Run([&]() -> io::Task<absl::Status> {
+    const store::PutOptions none;
+    OL_CO_ASSIGN_OR_RETURN(auto w, co_await f.st().CreateObject("bkt", "gone", none));
+    const std::string data = RandomBytes(3 << 20, 5);
+    OL_CO_RETURN_IF_ERROR(co_await w->Write(testing::Bytes(data)));
+    co_return absl::OkStatus();
+  });
+  CHECK(dropped.ok());
+  CHECK(absl::IsNotFound(f.Stat("bkt", "gone").status()));
+}
+
+TEST_CASE("without MD5 ETags, large objects get a CRC-derived one", "[store]") {
+  StoreFixture f(4, 4, 2, /*block_size=*/16 << 10);
+  f.options().etag_md5 = false;
+  REQUIRE(f.Open().ok());
+  REQUIRE(f.MakeBucket("bkt").ok());
+  const std::string a = RandomBytes(200000, 1), b = RandomBytes(200000, 2);
+  auto ia = f.Put("bkt", "a", a);
+  auto ia2 = f.Put("bkt", "elsewhere/a", a, {}, 3333);  // another rotation, other chunks
+  auto ib = f.Put("bkt", "b", b);
+  REQUIRE((ia.ok() && ia2.ok() && ib.ok()));
+  CHECK(ia->etag.size() == 32);
+  CHECK(ia->etag != Md5Hex(a));
+  CHECK(ia->etag == ia2->etag);  // the same bytes, the same ETag
+  CHECK(ia->etag != ib->etag);
+  CHECK(f.Stat("bkt", "a")->etag == ia->etag);
+  CHECK(*f.Get("bkt", "a") == a);
+  const std::string small = RandomBytes(1000, 3);  // inline: MD5 as always
+  CHECK(f.Put("bkt", "small", small)->etag == Md5Hex(small));
+}
+
 TEST_CASE("a declared size must match the body", "[store]") {
   StoreFixture f(4);
   REQUIRE(f.Open().ok());

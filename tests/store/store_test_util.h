@@ -171,8 +171,10 @@ inline absl::Span<const std::byte> Bytes(const std::string& s) {
 // A store over `drives` folders in a temporary directory, with one reactor.
 class StoreFixture {
  public:
+  // `reactors` > 1 lets the writer hash on another reactor (as in the daemon).
   explicit StoreFixture(int drives, int set_drive_count = 0, int parity = -1,
-                        uint32_t block_size = 64 << 10, bool faulty = true)
+                        uint32_t block_size = 64 << 10, bool faulty = true,
+                        unsigned reactors = 1)
       : count_(drives) {
     for (int i = 0; i < drives; ++i) {
       paths_.push_back(dir_.path() + "/d" + std::to_string(i));
@@ -196,7 +198,7 @@ class StoreFixture {
             new FaultyBackend(store::NewLocalFileBackend(root), f));
       };
     }
-    rt_ = StartRuntime(1);
+    rt_ = StartRuntime(reactors);
   }
 
   absl::Status Open() {

@@ -1,0 +1,404 @@
+// store_bench: the object engine streaming one large object in and out, RS(2+2) over four drive
+// folders on one disk, against fio writing and reading the same bytes × (k+m)/k sequentially in
+// the same run; and 4 KiB objects put and got per second.
+//
+//   store_bench [--json] [--quick] [--size-mib 256] [--rounds 3] [--dir /var/tmp] [--fio fio]
+//               [--small-seconds 1] [--small-concurrency 16] [--no-md5]
+//
+// Large objects: each round puts one --size-mib object (1 MiB writes, through the writer's
+// windows: MD5 on the second reactor, encode, CRC-64 per shard block, parallel O_DIRECT writes,
+// fsyncs, two-phase metadata commit), drops the drives' files from the page cache, and reads it back whole (CRC
+// checks, no reconstruction). Baseline, same round: fio with one job per drive folder (io_uring,
+// O_DIRECT, blocks of the shard block size, depth 4, end_fsync), writing then reading
+// size × (k+m)/k bytes in all; its figure is expressed per byte of object (× k/(k+m)). Rounds
+// alternate which side goes first; figures are medians. Bar (PERF.md): ratio >= 0.7 each way.
+// A put's MD5 (the ETag) is serial: one core's MD5 rate, printed beside, caps it; --no-md5
+// measures the store with CRC-derived ETags (StoreOptions::etag_md5 = false).
+//
+// Small objects: --small-concurrency writers on the reactor put 4 KiB objects (inline in their
+// metadata) for --small-seconds, then as many readers get them: operations per second and
+// p50/p99 latency. No baseline is named for these; they are recorded as they are.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <openssl/evp.h>
+
+#include "bench_util.h"
+
+#include "openlake/io/reactor.h"
+#include "openlake/io/task.h"
+#include "openlake/status.h"
+#include "openlake/store/store.h"
+
+namespace openlake::bench {
+namespace {
+
+struct Options {
+  bool json = false;
+  bool quick = false;
+  int size_mib = 256;
+  int rounds = 3;
+  std::string dir = "/var/tmp";
+  std::string fio = "fio";
+  double small_seconds = 1.0;
+  int small_concurrency = 16;
+  bool no_md5 = false;
+};
+
+constexpr int kData = 2, kParity = 2;
+constexpr uint32_t kBlock = 1 << 20;
+
+absl::Span<const std::byte> Bytes(const std::string& s, size_t at, size_t n) {
+  return absl::MakeConstSpan(reinterpret_cast<const std::byte*>(s.data()) + at, n);
+}
+
+// ---- Ours
+
+// `commit_ns`, when given, receives the time Commit took (the last window, fdatasyncs and the
+// metadata's two-phase commit).
+io::Task<absl::Status> PutObject(store::Store& st, std::string bucket, std::string key,
+                                 const std::string& data, size_t chunk,
+                                 int64_t* commit_ns = nullptr) {
+  const store::PutOptions opts;
+  OL_CO_ASSIGN_OR_RETURN(auto w, co_await st.CreateObject(bucket, key, opts));
+  for (size_t at = 0; at < data.size(); at += chunk) {
+    const size_t n = std::min(chunk, data.size() - at);
+    OL_CO_RETURN_IF_ERROR(co_await w->Write(Bytes(data, at, n)));
+  }
+  const int64_t t0 = NowNs();
+  OL_CO_RETURN_IF_ERROR((co_await w->Commit()).status());
+  if (commit_ns != nullptr) *commit_ns = NowNs() - t0;
+  co_return absl::OkStatus();
+}
+
+// Reads the object whole; checks its length and a sample of its bytes against `data`.
+io::Task<absl::Status> GetObject(store::Store& st, std::string bucket, std::string key,
+                                 const std::string& data) {
+  const store::GetOptions opts;
+  OL_CO_ASSIGN_OR_RETURN(auto r, co_await st.OpenObject(bucket, key, opts));
+  size_t got = 0;
+  while (true) {
+    OL_CO_ASSIGN_OR_RETURN(absl::Span<const std::byte> chunk, co_await r->Next());
+    if (chunk.empty()) break;
+    if (got + chunk.size() > data.size() ||
+        std::memcmp(chunk.data(), data.data() + got, std::min<size_t>(chunk.size(), 4096)) != 0) {
+      co_return absl::DataLossError("store_bench: the object read back differs");
+    }
+    got += chunk.size();
+  }
+  if (got != data.size()) co_return absl::DataLossError("store_bench: short read");
+  co_return absl::OkStatus();
+}
+
+// Drops every file under `dir` from the page cache, so reads come from the disk.
+void DropCache(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec)) {
+    if (!e.is_regular_file(ec)) continue;
+    const int fd = open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    fdatasync(fd);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
+  }
+}
+
+// Single-core MD5 of `data` (OpenSSL), MB/s: the ceiling of one stream's MD5 ETag.
+double Md5Rate(const std::string& data) {
+  unsigned char d[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  const int64_t t0 = NowNs();
+  EVP_Digest(data.data(), data.size(), d, &n, EVP_md5(), nullptr);
+  return static_cast<double>(data.size()) / 1e6 / (static_cast<double>(NowNs() - t0) / 1e9);
+}
+
+// ---- fio
+
+double JsonNumberAfter(const std::string& json, const std::string& key, size_t from) {
+  const size_t k = json.find("\"" + key + "\"", from);
+  if (k == std::string::npos) return NAN;
+  const size_t colon = json.find(':', k);
+  return colon == std::string::npos ? NAN : std::strtod(json.c_str() + colon + 1, nullptr);
+}
+
+// fio's aggregate bandwidth (bytes/s) of one sequential pass over one file per drive folder.
+absl::StatusOr<double> RunFio(const Options& o, const std::vector<std::string>& drives,
+                              const std::string& scratch, bool write, uint64_t per_file) {
+  const std::string out_path = scratch + "/fio.json";
+  const std::string fio = FindProgram(o.fio);
+  if (fio.empty()) return absl::NotFoundError(o.fio + " not found (apt-get install fio)");
+  std::vector<std::string> argv = {fio,
+                                   "--ioengine=io_uring",
+                                   "--direct=1",
+                                   "--bs=" + std::to_string(kBlock / kData),
+                                   "--iodepth=4",
+                                   write ? "--rw=write" : "--rw=read",
+                                   "--size=" + std::to_string(per_file),
+                                   "--end_fsync=1",
+                                   "--group_reporting",
+                                   "--output-format=json",
+                                   "--output=" + out_path};
+  for (size_t i = 0; i < drives.size(); ++i) {
+    argv.push_back("--name=d" + std::to_string(i));
+    argv.push_back("--filename=" + drives[i] + "/fio.bin");
+  }
+  OL_ASSIGN_OR_RETURN(Child child, Child::Spawn(argv, scratch + "/fio.log", /*cpu=*/-1));
+  const int st = child.Wait(absl::Seconds(300), absl::Seconds(5));
+  std::ifstream in(out_path);
+  const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The job's section ("write" : {), not the option ("rw" : "write").
+  const size_t sec = json.find(write ? "\"write\" : {" : "\"read\" : {");
+  const double bw = sec == std::string::npos ? NAN : JsonNumberAfter(json, "bw_bytes", sec);
+  if (st != 0 || std::isnan(bw) || bw <= 0) {
+    return absl::InternalError("fio failed (status " + std::to_string(st) + "):\n" +
+                               child.LogTail());
+  }
+  return bw;
+}
+
+// ---- Small objects
+
+struct SmallFigures {
+  double put_ops = NAN, get_ops = NAN;
+  double put_p50_us = NAN, put_p99_us = NAN, get_p50_us = NAN, get_p99_us = NAN;
+};
+
+io::Task<absl::Status> SmallWorker(store::Store& st, int id, bool put, int64_t end_ns,
+                                   const std::string* body, std::vector<double>* lat, int* count,
+                                   int limit) {
+  const std::string bucket = "bench";
+  for (int i = 0; put ? NowNs() < end_ns : i < limit; ++i) {
+    const std::string key = "small/" + std::to_string(id) + "/" + std::to_string(i);
+    const int64_t t0 = NowNs();
+    if (put) {
+      OL_CO_RETURN_IF_ERROR(co_await PutObject(st, bucket, key, *body, body->size()));
+    } else {
+      OL_CO_RETURN_IF_ERROR(co_await GetObject(st, bucket, key, *body));
+    }
+    lat->push_back(static_cast<double>(NowNs() - t0) / 1e3);
+    ++*count;
+  }
+  co_return absl::OkStatus();
+}
+
+absl::StatusOr<SmallFigures> MeasureSmall(io::Runtime& rt, store::Store& st, const Options& o) {
+  SmallFigures f;
+  const std::string body(4096, 'x');
+  const int n = o.small_concurrency;
+  std::vector<std::vector<double>> lat(static_cast<size_t>(n));
+  std::vector<int> counts(static_cast<size_t>(n), 0);
+  for (bool put : {true, false}) {
+    for (auto& l : lat) l.clear();
+    std::vector<int> done(static_cast<size_t>(n), 0);
+    const int64_t t0 = NowNs();
+    const int64_t end = t0 + static_cast<int64_t>(o.small_seconds * 1e9);
+    auto st_all = io::BlockOn(rt, 0, [&]() -> io::Task<absl::Status> {
+      std::vector<io::Task<absl::Status>> workers;
+      for (int i = 0; i < n; ++i) {
+        const auto u = static_cast<size_t>(i);
+        workers.push_back(SmallWorker(st, i, put, end, &body, &lat[u], &done[u], counts[u]));
+      }
+      auto results = co_await io::WhenAll(std::move(workers));
+      for (auto& r : results) OL_CO_RETURN_IF_ERROR(r);
+      co_return absl::OkStatus();
+    });
+    OL_RETURN_IF_ERROR(st_all);
+    const double secs = static_cast<double>(NowNs() - t0) / 1e9;
+    std::vector<double> all;
+    int total = 0;
+    for (int i = 0; i < n; ++i) {
+      const auto u = static_cast<size_t>(i);
+      all.insert(all.end(), lat[u].begin(), lat[u].end());
+      total += done[u];
+      if (put) counts[u] = done[u];
+    }
+    const double ops = total / secs;
+    if (put) {
+      f.put_ops = ops;
+      f.put_p50_us = Percentile(all, 50);
+      f.put_p99_us = Percentile(all, 99);
+    } else {
+      f.get_ops = ops;
+      f.get_p50_us = Percentile(all, 50);
+      f.get_p99_us = Percentile(all, 99);
+    }
+  }
+  return f;
+}
+
+// ---- Driver
+
+int Fail(const std::string& what, const absl::Status& st) {
+  std::fprintf(stderr, "store_bench: %s: %s\n", what.c_str(), std::string(st.message()).c_str());
+  return 1;
+}
+
+int Run(const Options& o) {
+  PrintMachine(ProbeMachine(0));
+  PrintBackgroundLoad(BackgroundLoad(absl::Milliseconds(300)));
+  auto scratch = TempDir::Create(o.dir, "store-bench-");
+  if (!scratch.ok()) return Fail("scratch folder", scratch.status());
+  std::vector<std::string> drives;
+  for (int i = 0; i < kData + kParity; ++i) {
+    drives.push_back(scratch->path() + "/d" + std::to_string(i));
+    std::filesystem::create_directories(drives.back());
+  }
+  std::vector<std::string> fio_dirs;
+  for (int i = 0; i < kData + kParity; ++i) {
+    fio_dirs.push_back(scratch->path() + "/fio" + std::to_string(i));
+    std::filesystem::create_directories(fio_dirs.back());
+  }
+
+  // As in the daemon, one reactor per CPU (two here at most): the writer hashes on the second.
+  io::RuntimeOptions ro;
+  ro.cpus = std::thread::hardware_concurrency() > 1 ? std::vector<int>{0, 1} : std::vector<int>{0};
+  ro.pin = true;
+  auto rt = io::Runtime::Create(ro);
+  if (!rt.ok()) return Fail("runtime", rt.status());
+  if (auto s = (*rt)->Start(); !s.ok()) return Fail("runtime", s);
+  store::StoreOptions so;
+  so.drives = drives;
+  so.set_drive_count = kData + kParity;
+  so.parity = kParity;
+  so.block_size = kBlock;
+  so.etag_md5 = !o.no_md5;
+  auto opened = store::Store::Open(so);
+  if (!opened.ok()) return Fail("open the store", opened.status());
+  store::Store& st = **opened;
+  const std::string bucket = "bench";
+  if (auto s = io::BlockOn(**rt, 0, [&] { return st.MakeBucket(bucket); }); !s.ok()) {
+    return Fail("bucket", s);
+  }
+
+  const size_t size = static_cast<size_t>(o.size_mib) << 20;
+  std::string data(size, '\0');
+  FillRandom(data.data(), data.size(), 42);
+  const uint64_t per_file = size / kData;  // × (k+m) files = size × (k+m)/k bytes
+  std::vector<double> put_mbps, get_mbps, fio_w, fio_r, commit_ms, put_cpu;
+  std::string fio_note;
+  const double md5_mbps = Md5Rate(data);
+  std::printf("object of %d MiB, RS(%d+%d), %u KiB blocks, 4 drive folders under %s\n",
+              o.size_mib, kData, kParity, kBlock >> 10, o.dir.c_str());
+  for (int round = 0; round < o.rounds; ++round) {
+    auto ours = [&]() -> absl::Status {
+      const std::string key = "big/" + std::to_string(round);
+      int64_t t0 = NowNs();
+      const double cpu0 = ProcessCpuSeconds();
+      int64_t commit_ns = 0;
+      OL_RETURN_IF_ERROR(io::BlockOn(**rt, 0, [&] {
+        return PutObject(st, bucket, key, data, 1 << 20, &commit_ns);
+      }));
+      put_mbps.push_back(static_cast<double>(size) / 1e6 / (static_cast<double>(NowNs() - t0) / 1e9));
+      commit_ms.push_back(static_cast<double>(commit_ns) / 1e6);
+      put_cpu.push_back((ProcessCpuSeconds() - cpu0) / (static_cast<double>(NowNs() - t0) / 1e9));
+      DropCache(scratch->path());
+      t0 = NowNs();
+      OL_RETURN_IF_ERROR(io::BlockOn(**rt, 0, [&] { return GetObject(st, bucket, key, data); }));
+      get_mbps.push_back(static_cast<double>(size) / 1e6 / (static_cast<double>(NowNs() - t0) / 1e9));
+      return io::BlockOn(**rt, 0, [&] { return st.DeleteObject(bucket, key); });
+    };
+    auto theirs = [&] {
+      if (!fio_note.empty()) return;
+      auto w = RunFio(o, fio_dirs, scratch->path(), true, per_file);
+      auto r = w.ok() ? RunFio(o, fio_dirs, scratch->path(), false, per_file) : w;
+      if (!w.ok() || !r.ok()) {
+        fio_note = std::string((w.ok() ? r : w).status().message());
+        return;
+      }
+      // Per byte of object: fio moved (k+m)/k bytes for each.
+      fio_w.push_back(*w / 1e6 * kData / (kData + kParity));
+      fio_r.push_back(*r / 1e6 * kData / (kData + kParity));
+    };
+    if (round % 2 == 0) {
+      if (auto s = ours(); !s.ok()) return Fail("large object", s);
+      theirs();
+    } else {
+      theirs();
+      if (auto s = ours(); !s.ok()) return Fail("large object", s);
+    }
+    std::printf("  round %d: put %.0f MB/s (commit %.1f ms, %.0f%% of a core), get %.0f MB/s; "
+                "fio (per object byte) write %.0f, read %.0f MB/s\n", round + 1, put_mbps.back(),
+                commit_ms.back(), 100 * put_cpu.back(), get_mbps.back(),
+                fio_w.empty() ? NAN : fio_w.back(), fio_r.empty() ? NAN : fio_r.back());
+  }
+  if (!fio_note.empty()) std::printf("fio could not run: %s\n", fio_note.c_str());
+
+  auto small = MeasureSmall(**rt, st, o);
+  if (!small.ok()) return Fail("small objects", small.status());
+
+  const double put = Median(put_mbps), get = Median(get_mbps);
+  const double fw = fio_w.empty() ? NAN : Median(fio_w), fr = fio_r.empty() ? NAN : Median(fio_r);
+  std::printf("put %.0f MB/s ÷ fio write %.0f = %.2f (bar 0.7); get %.0f MB/s ÷ fio read %.0f = "
+              "%.2f (bar 0.7)\n", put, fw, Ratio(put, fw), get, fr, Ratio(get, fr));
+  std::printf("ETags %s; one core's MD5 runs at %.0f MB/s\n",
+              o.no_md5 ? "from CRC-64s (--no-md5)" : "MD5 of the bytes", md5_mbps);
+  std::printf("4 KiB objects, %d at a time: put %.0f ops/s (p50 %.0f µs, p99 %.0f µs), get %.0f "
+              "ops/s (p50 %.0f µs, p99 %.0f µs)\n", o.small_concurrency, small->put_ops,
+              small->put_p50_us, small->put_p99_us, small->get_ops, small->get_p50_us,
+              small->get_p99_us);
+  if (o.json) {
+    JsonLine j;
+    j.Add("bench", "store")
+        .Add("object_MiB", o.size_mib)
+        .Add("k", kData)
+        .Add("m", kParity)
+        .Add("rounds", o.rounds)
+        .Add("etag_md5", !o.no_md5)
+        .Add("md5_MBps", md5_mbps, 1)
+        .Add("put_MBps", put, 1)
+        .Add("get_MBps", get, 1)
+        .Add("fio_write_MBps_per_object_byte", fw, 1)
+        .Add("fio_read_MBps_per_object_byte", fr, 1)
+        .Add("put_commit_ms", Median(commit_ms), 1)
+        .Add("put_cpu_cores", Median(put_cpu), 2)
+        .Add("put_ratio", Ratio(put, fw))
+        .Add("get_ratio", Ratio(get, fr))
+        .Add("small_put_ops", small->put_ops, 0)
+        .Add("small_get_ops", small->get_ops, 0)
+        .Add("small_put_p50_us", small->put_p50_us, 0)
+        .Add("small_put_p99_us", small->put_p99_us, 0)
+        .Add("small_get_p50_us", small->get_p50_us, 0)
+        .Add("small_get_p99_us", small->get_p99_us, 0);
+    if (!fio_note.empty()) j.Add("fio_error", fio_note);
+    std::printf("%s\n", j.str().c_str());
+  }
+  opened->reset();
+  return 0;
+}
+
+}  // namespace
+}  // namespace openlake::bench
+
+int main(int argc, char** argv) {
+  openlake::bench::Options o;
+  CLI::App app{"store_bench: the object engine's large and small objects vs fio"};
+  app.add_flag("--json", o.json, "end with one JSON object");
+  app.add_flag("--quick", o.quick, "a smoke run (16 MiB, one round, short small-object phase)");
+  app.add_option("--size-mib", o.size_mib, "large object size (default 256)")
+      ->check(CLI::Range(1, 1 << 16));
+  app.add_option("--rounds", o.rounds, "rounds (default 3)")->check(CLI::Range(1, 100));
+  app.add_option("--dir", o.dir, "where the drive folders go (default /var/tmp)");
+  app.add_option("--fio", o.fio, "the fio program");
+  app.add_option("--small-seconds", o.small_seconds, "time per small-object phase (default 1)");
+  app.add_option("--small-concurrency", o.small_concurrency, "operations in flight (default 16)")
+      ->check(CLI::Range(1, 1024));
+  app.add_flag("--no-md5", o.no_md5, "ETags from CRC-64s, not MD5 (StoreOptions::etag_md5)");
+  CLI11_PARSE(app, argc, argv);
+  if (o.quick) {
+    o.size_mib = 16;
+    o.rounds = 1;
+    o.small_seconds = 0.2;
+  }
+  return openlake::bench::Run(o);
+}
