@@ -31,7 +31,7 @@ io::Task<absl::Status> Engine::CommitOnDrive(int set, int pos, const std::string
   FileBackend* f = fs(set, pos);
   if (f == nullptr) co_return Error(ErrorKind::kInsufficientDrives, "drive offline");
   const std::string dir = ObjectDir(bucket, key);
-  absl::Status s = f->MakeDirs(dir, bucket);
+  absl::Status s = co_await MakeDirsDurable(*f, dir, bucket);
   if (absl::IsNotFound(s)) {
     co_return Error(ErrorKind::kNoSuchBucket,
                     StrCat("bucket \"", bucket, "\" is missing on ", f->root()));

@@ -83,6 +83,15 @@ io::Task<absl::Status> SyncDir(FileBackend& fs, std::string path) {
   co_return absl::OkStatus();
 }
 
+io::Task<absl::Status> MakeDirsDurable(FileBackend& fs, std::string path, std::string from) {
+  std::vector<std::string> created;
+  OL_CO_RETURN_IF_ERROR(fs.MakeDirs(path, from, &created));
+  for (const std::string& dir : created) {
+    OL_CO_RETURN_IF_ERROR(co_await SyncDir(fs, ParentOf(dir)));
+  }
+  co_return absl::OkStatus();
+}
+
 io::Task<absl::Status> AtomicReplace(FileBackend& fs, std::string path, std::string data,
                                      bool sync_dir) {
   const std::string tmp = TmpName("rec");

@@ -201,6 +201,10 @@ class Engine final : public Store {
 
   // heal.cc
   void QueueHeal(const std::string& bucket, const std::string& key);
+  // Work that outlives the call that started it (a dropped writer's clean-up, a dropped
+  // reader's read-ahead) counts itself here; the destructor waits for it to finish.
+  void BackgroundStarted() { background_.fetch_add(1, std::memory_order_relaxed); }
+  void BackgroundDone() { background_.fetch_sub(1, std::memory_order_release); }
 
   // listing.cc
   struct WalkItem {
@@ -239,6 +243,8 @@ class Engine final : public Store {
   std::deque<std::pair<std::string, std::string>> heal_queue_ ABSL_GUARDED_BY(heal_mu_);
   absl::flat_hash_set<std::string> heal_queued_ ABSL_GUARDED_BY(heal_mu_);
 
+  std::atomic<int> background_{0};
+
   std::mutex purge_mu_;
   std::condition_variable purge_cv_;
   bool purge_stop_ = false;
@@ -253,6 +259,9 @@ io::Task<absl::StatusOr<std::string>> ReadWholeFile(FileBackend& fs, std::string
 io::Task<absl::Status> WriteFileSynced(FileBackend& fs, std::string path, std::string data);
 // fsync of a folder.
 io::Task<absl::Status> SyncDir(FileBackend& fs, std::string path);
+// FileBackend::MakeDirs whose new folders are made durable (their parents fsynced) through the
+// reactor's ring, so the reactor goes on with other work meanwhile.
+io::Task<absl::Status> MakeDirsDurable(FileBackend& fs, std::string path, std::string from);
 // Writes `data` to a temporary in tmp/, fsyncs, renames it to `path` and fsyncs its folder
 // (when `sync_dir`).
 io::Task<absl::Status> AtomicReplace(FileBackend& fs, std::string path, std::string data,

@@ -6,6 +6,8 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include "absl/time/clock.h"
+
 #include <map>
 
 #include "common/strings.h"
@@ -81,6 +83,18 @@ bool LooksEmpty(FileBackend& fs) {
 Engine::Engine(StoreOptions options) : opts_(std::move(options)) {}
 
 Engine::~Engine() {
+  // Background coroutines run on the reactors and point at this engine: wait for them (they
+  // end once their I/O completes). Not possible from a reactor thread, which they may need.
+  if (io::Reactor::Current() == nullptr) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (background_.load(std::memory_order_acquire) > 0 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  }
+  if (background_.load(std::memory_order_acquire) > 0) {
+    OL_LOG(kError) << "store: closing with " << background_.load()
+                   << " background operations still running";
+  }
   {
     std::lock_guard<std::mutex> l(purge_mu_);
     purge_stop_ = true;

@@ -101,7 +101,8 @@ class LocalBackend final : public FileBackend {
     return std::unique_ptr<FileHandle>(new LocalFile(std::move(f)));
   }
 
-  absl::Status MakeDirs(std::string_view path, std::string_view parents_from) override {
+  absl::Status MakeDirs(std::string_view path, std::string_view parents_from,
+                        std::vector<std::string>* unsynced) override {
     OL_RETURN_IF_ERROR(CheckRelative(path));
     if (!parents_from.empty() &&
         (path.substr(0, parents_from.size()) != parents_from ||
@@ -119,7 +120,11 @@ class LocalBackend final : public FileBackend {
       if (end == std::string_view::npos) end = path.size();
       const std::string dir = Full(path.substr(0, end));
       if (mkdir(dir.c_str(), 0700) == 0) {
-        OL_RETURN_IF_ERROR(io::SyncParentDir(dir));
+        if (unsynced != nullptr) {
+          unsynced->emplace_back(path.substr(0, end));
+        } else {
+          OL_RETURN_IF_ERROR(io::SyncParentDir(dir));
+        }
       } else if (errno != EEXIST) {
         return ErrnoStatus(errno, StrCat("mkdir ", dir));
       }

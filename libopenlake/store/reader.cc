@@ -158,6 +158,7 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
       if (npart < v_.parts_size() && Find(npart, nblock) == nullptr) {
         BlockBuf* ahead = Other(cur);
         if (!ahead->loading) {
+          e_->BackgroundStarted();
           io::Spawn(LoadDetached(shared_from_this(), ahead, npart, nblock));
         }
       }
@@ -200,7 +201,9 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
   static io::Task<void> LoadDetached(std::shared_ptr<ReaderCore> self, BlockBuf* b, int part,
                                      uint64_t block) {
     co_await self->Load(*b, part, block);
+    Engine* e = self->e_;
     if (self->waiter_) std::exchange(self->waiter_, nullptr).resume();
+    e->BackgroundDone();
   }
 
   io::Task<void> Load(BlockBuf& b, int part, uint64_t block) {

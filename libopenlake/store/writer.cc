@@ -224,7 +224,8 @@ io::Task<absl::Status> FlushWindow(WriterState& st, uint64_t len) {
   co_return co_await Reap(st, st.windows[st.cur]);
 }
 
-// Waits for everything in flight, then trashes the staging folders.
+// Waits for everything in flight, then trashes the staging folders. Counted as background
+// work of the engine (BackgroundStarted was called by the spawner).
 io::Task<void> DiscardState(std::unique_ptr<WriterState> st) {
   for (Window& w : st->windows) {
     io::IoBatch& batch = *w.batch;
@@ -233,6 +234,7 @@ io::Task<void> DiscardState(std::unique_ptr<WriterState> st) {
   }
   st->files.clear();
   if (st->files_opened) st->e->DiscardStaging(st->target.set, st->result.staged_dir);
+  st->e->BackgroundDone();
 }
 
 class EcWriter final : public ObjectWriter {
@@ -245,6 +247,7 @@ class EcWriter final : public ObjectWriter {
     for (const Window& w : st_->windows) busy = busy || w.in_flight;
     if (!busy) return;
     if (io::Reactor::Current() != nullptr) {
+      st_->e->BackgroundStarted();
       io::Spawn(DiscardState(std::move(st_)));
     } else {
       // Not on a reactor (nothing can be in flight then): staging is swept at the next start.

@@ -109,9 +109,10 @@ class FaultyBackend final : public store::FileBackend {
   }
 #define OL_FAULT_GUARD() \
   if (f_->fail_all) return absl::InternalError("injected EIO")
-  absl::Status MakeDirs(std::string_view p, std::string_view from) override {
+  absl::Status MakeDirs(std::string_view p, std::string_view from,
+                        std::vector<std::string>* unsynced) override {
     OL_FAULT_GUARD();
-    return inner_->MakeDirs(p, from);
+    return inner_->MakeDirs(p, from, unsynced);
   }
   absl::Status Rename(std::string_view a, std::string_view b) override {
     OL_FAULT_GUARD();

@@ -71,8 +71,11 @@ class OL_EXPORT FileBackend {
                                                            OpenMode mode) = 0;
   // Creates `path` and any missing parents, each new folder made durable in its parent.
   // `parents_from`: the prefix of `path` that must already exist (NotFound otherwise), so a
-  // bucket folder is never recreated under a racing delete.
-  virtual absl::Status MakeDirs(std::string_view path, std::string_view parents_from) = 0;
+  // bucket folder is never recreated under a racing delete. With `unsynced`, the parents are
+  // not fsynced here: the folders created are appended to it (relative paths, outermost
+  // first) and the caller makes them durable (the engine does it through io_uring).
+  virtual absl::Status MakeDirs(std::string_view path, std::string_view parents_from,
+                                std::vector<std::string>* unsynced = nullptr) = 0;
   // rename(2): replaces a file, or an empty folder, at `to`.
   virtual absl::Status Rename(std::string_view from, std::string_view to) = 0;
   // link(2): a second name for a file (no data is copied).
