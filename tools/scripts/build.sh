@@ -1,5 +1,5 @@
 #!/bin/sh
-# Configures (once) and builds a meson build folder.
+# Configures (once; later calls re-apply the options given) and builds a meson build folder.
 #   build.sh [FOLDER [MESON_SETUP_ARGS...]]     default folder: build
 set -eu
 cd "$(dirname "$0")/../.."
@@ -11,5 +11,8 @@ if [ ! -f "$dir/build.ninja" ]; then
   werror=""
   [ "${CI:-}" = true ] && [ "$dir" = build ] && werror="-Dwerror=true"
   meson setup "$dir" --wrap-mode=nodownload $werror "$@"
+elif [ $# -gt 0 ]; then
+  # An existing folder takes the options again (one configured by hand may differ).
+  meson configure "$dir" "$@" >/dev/null
 fi
 ninja -C "$dir"

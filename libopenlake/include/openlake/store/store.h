@@ -334,7 +334,7 @@ class OL_EXPORT Store {
                                                           std::string key) = 0;
   // Objects queued for healing by reads that met bad shards, not yet repaired.
   virtual size_t heal_backlog() const = 0;
-  // Repairs queued objects until the queue is empty (the daemon runs it on a timer).
+  // Repairs queued objects until the queue is empty (for a timer of the embedding program).
   virtual io::Task<absl::StatusOr<HealResult>> DrainHealQueue() = 0;
 };
 
