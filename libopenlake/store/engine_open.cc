@@ -6,10 +6,9 @@
 
 #include <google/protobuf/util/json_util.h>
 
-#include "absl/time/clock.h"
-
 #include <map>
 
+#include "absl/time/clock.h"
 #include "common/strings.h"
 #include "openlake/io/buffer.h"
 #include "openlake/io/file.h"
