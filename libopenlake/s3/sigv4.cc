@@ -1,0 +1,456 @@
+// AWS Signature Version 4 verification (see sigv4.h).
+#include "s3/sigv4.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <utility>
+
+namespace openlake::s3 {
+namespace {
+
+constexpr std::string_view kAlgorithm = "AWS4-HMAC-SHA256";
+
+SigV4Result Error(std::string code, int status, std::string message) {
+  SigV4Result r;
+  r.code = std::move(code);
+  r.http_status = status;
+  r.message = std::move(message);
+  return r;
+}
+
+bool IsUnreserved(unsigned char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.' || c == '~';
+}
+
+bool IsDigits(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// "a  b   c" → "a b c", trimmed: SigV4's canonical header value.
+std::string CanonicalValue(std::string_view v) {
+  std::string out;
+  bool space = false;
+  for (char c : v) {
+    if (c == ' ' || c == '\t') {
+      space = !out.empty();
+      continue;
+    }
+    if (space) out.push_back(' ');
+    space = false;
+    out.push_back(c);
+  }
+  return out;
+}
+
+// Splits "k=v&k2=v2" into decoded pairs; false on a malformed escape.
+bool ParseQuery(std::string_view q, std::vector<std::pair<std::string, std::string>>* out) {
+  while (!q.empty()) {
+    const size_t amp = q.find('&');
+    const std::string_view item = q.substr(0, amp);
+    if (!item.empty()) {
+      const size_t eq = item.find('=');
+      std::string k, v;
+      if (!PercentDecode(item.substr(0, eq), &k)) return false;
+      if (eq != std::string_view::npos && !PercentDecode(item.substr(eq + 1), &v)) return false;
+      out->emplace_back(std::move(k), std::move(v));
+    }
+    if (amp == std::string_view::npos) break;
+    q.remove_prefix(amp + 1);
+  }
+  return true;
+}
+
+// "Credential=AK/20130524/us-east-1/s3/aws4_request" parts.
+struct Credential {
+  std::string access_key, date, region, service;
+};
+
+bool ParseCredential(std::string_view v, Credential* c) {
+  // The access key may not contain '/', the rest are fixed: split from the right.
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t slash = v.find('/', start);
+    parts.push_back(v.substr(start, slash - start));
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  if (parts.size() != 5 || parts[4] != "aws4_request" || parts[0].empty() ||
+      parts[1].size() != 8 || !IsDigits(parts[1]) || parts[2].empty() || parts[3].empty()) {
+    return false;
+  }
+  c->access_key = std::string(parts[0]);
+  c->date = std::string(parts[1]);
+  c->region = std::string(parts[2]);
+  c->service = std::string(parts[3]);
+  return true;
+}
+
+std::optional<int64_t> ParseHttpDate(std::string_view s) {
+  std::tm tm{};
+  const std::string str(s);
+  const char* end = strptime(str.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  if (end == nullptr || *end != '\0') return std::nullopt;
+  return static_cast<int64_t>(timegm(&tm));
+}
+
+std::string FormatAmzDate(int64_t t) {
+  const time_t tt = static_cast<time_t>(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y%m%dT%H%M%SZ", &tm);
+  return buf;
+}
+
+std::array<uint8_t, 32> SigningKey(std::string_view secret, const Credential& c) {
+  const std::string k0 = "AWS4" + std::string(secret);
+  auto k1 = HmacSha256(k0, c.date);
+  auto k2 = HmacSha256({reinterpret_cast<const char*>(k1.data()), k1.size()}, c.region);
+  auto k3 = HmacSha256({reinterpret_cast<const char*>(k2.data()), k2.size()}, c.service);
+  return HmacSha256({reinterpret_cast<const char*>(k3.data()), k3.size()}, "aws4_request");
+}
+
+std::string Sign(const std::array<uint8_t, 32>& key, std::string_view string_to_sign) {
+  auto sig = HmacSha256({reinterpret_cast<const char*>(key.data()), key.size()}, string_to_sign);
+  return HexLower(sig.data(), sig.size());
+}
+
+bool SameSignature(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+}  // namespace
+
+// ---- Helpers
+
+std::string HexLower(const uint8_t* data, size_t n) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out(n * 2, '0');
+  for (size_t i = 0; i < n; ++i) {
+    out[2 * i] = kHex[data[i] >> 4];
+    out[2 * i + 1] = kHex[data[i] & 15];
+  }
+  return out;
+}
+
+std::string Sha256Hex(std::string_view data) {
+  unsigned char d[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(data.data(), data.size(), d, &n, EVP_sha256(), nullptr);
+  return HexLower(d, n);
+}
+
+std::array<uint8_t, 32> HmacSha256(std::string_view key, std::string_view data) {
+  std::array<uint8_t, 32> out{};
+  unsigned int n = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out.data(), &n);
+  return out;
+}
+
+std::string UriEncode(std::string_view raw, bool keep_slash) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(raw.size());
+  for (char ch : raw) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (IsUnreserved(c) || (keep_slash && c == '/')) {
+      out.push_back(ch);
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+bool PercentDecode(std::string_view in, std::string* out) {
+  out->clear();
+  out->reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out->push_back(in[i]);
+      continue;
+    }
+    if (i + 2 >= in.size()) return false;
+    int v = 0;
+    for (int j = 1; j <= 2; ++j) {
+      const char c = in[i + static_cast<size_t>(j)];
+      int d;
+      if (c >= '0' && c <= '9') {
+        d = c - '0';
+      } else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') {
+        d = (c | 0x20) - 'a' + 10;
+      } else {
+        return false;
+      }
+      v = v * 16 + d;
+    }
+    out->push_back(static_cast<char>(v));
+    i += 2;
+  }
+  return true;
+}
+
+std::optional<int64_t> ParseAmzDate(std::string_view s) {
+  if (s.size() != 16 || s[8] != 'T' || s[15] != 'Z' || !IsDigits(s.substr(0, 8)) ||
+      !IsDigits(s.substr(9, 6))) {
+    return std::nullopt;
+  }
+  auto num = [&](size_t at, size_t n) {
+    int v = 0;
+    for (size_t i = 0; i < n; ++i) v = v * 10 + (s[at + i] - '0');
+    return v;
+  };
+  std::tm tm{};
+  tm.tm_year = num(0, 4) - 1900;
+  tm.tm_mon = num(4, 2) - 1;
+  tm.tm_mday = num(6, 2);
+  tm.tm_hour = num(9, 2);
+  tm.tm_min = num(11, 2);
+  tm.tm_sec = num(13, 2);
+  if (tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
+      tm.tm_min > 59 || tm.tm_sec > 60) {
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(timegm(&tm));
+}
+
+// ---- Verification
+
+SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, int64_t now_unix,
+                        const SigV4Options& options) {
+  const std::vector<Header>& headers = *req.headers;
+  std::vector<std::pair<std::string, std::string>> params;
+  if (!ParseQuery(req.query, &params)) {
+    return Error("InvalidArgument", 400, "malformed percent-escape in the query string");
+  }
+  auto param = [&](std::string_view name) -> const std::string* {
+    for (const auto& [k, v] : params) {
+      if (k == name) return &v;
+    }
+    return nullptr;
+  };
+
+  SigV4Result r;
+  Credential cred;
+  std::vector<std::string> signed_headers;
+  std::string signature;
+  const Header* authorization = FindHeader(headers, "authorization");
+  if (authorization != nullptr) {
+    std::string_view v = authorization->value;
+    if (v.substr(0, kAlgorithm.size()) != kAlgorithm || v.size() == kAlgorithm.size() ||
+        v[kAlgorithm.size()] != ' ') {
+      if (v.substr(0, 4) == "AWS ") {
+        return Error("InvalidRequest", 400,
+                     "The authorization mechanism you have provided is not supported. Please use "
+                     "AWS4-HMAC-SHA256.");
+      }
+      return Error("AuthorizationHeaderMalformed", 400, "unknown authorization algorithm");
+    }
+    v.remove_prefix(kAlgorithm.size() + 1);
+    bool have_cred = false, have_signed = false, have_sig = false;
+    while (!v.empty()) {
+      const size_t comma = v.find(',');
+      std::string_view item = v.substr(0, comma);
+      while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+      while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+      const size_t eq = item.find('=');
+      const std::string_view key = item.substr(0, eq);
+      const std::string_view val = eq == std::string_view::npos ? "" : item.substr(eq + 1);
+      if (key == "Credential") {
+        have_cred = ParseCredential(val, &cred);
+      } else if (key == "SignedHeaders") {
+        have_signed = true;
+        size_t s = 0;
+        while (s <= val.size()) {
+          const size_t semi = val.find(';', s);
+          signed_headers.emplace_back(val.substr(s, semi - s));
+          if (semi == std::string_view::npos) break;
+          s = semi + 1;
+        }
+      } else if (key == "Signature") {
+        have_sig = true;
+        signature = std::string(val);
+      }
+      if (comma == std::string_view::npos) break;
+      v.remove_prefix(comma + 1);
+    }
+    if (!have_cred || !have_signed || !have_sig || signature.size() != 64) {
+      return Error("AuthorizationHeaderMalformed", 400,
+                   "the authorization header needs Credential, SignedHeaders and Signature");
+    }
+    const Header* date = FindHeader(headers, "x-amz-date");
+    std::optional<int64_t> t;
+    if (date != nullptr) {
+      t = ParseAmzDate(date->value);
+      r.amz_date = date->value;
+    } else if (const Header* http_date = FindHeader(headers, "date"); http_date != nullptr) {
+      t = ParseHttpDate(http_date->value);
+      if (t) r.amz_date = FormatAmzDate(*t);
+    }
+    if (!t) return Error("AccessDenied", 403, "missing or malformed X-Amz-Date");
+    if (*t > now_unix + options.max_skew_s || *t < now_unix - options.max_skew_s) {
+      return Error("RequestTimeTooSkewed", 403,
+                   "The difference between the request time and the server's time is too large.");
+    }
+    const Header* payload = FindHeader(headers, "x-amz-content-sha256");
+    if (payload == nullptr) {
+      return Error("InvalidRequest", 400,
+                   "Missing required header for this request: x-amz-content-sha256");
+    }
+    r.payload = payload->value;
+  } else if (const std::string* alg = param("X-Amz-Algorithm"); alg != nullptr) {
+    r.presigned = true;
+    if (*alg != kAlgorithm) {
+      return Error("AuthorizationQueryParametersError", 400, "X-Amz-Algorithm must be " +
+                                                                  std::string(kAlgorithm));
+    }
+    const std::string* c = param("X-Amz-Credential");
+    const std::string* d = param("X-Amz-Date");
+    const std::string* e = param("X-Amz-Expires");
+    const std::string* sh = param("X-Amz-SignedHeaders");
+    const std::string* sg = param("X-Amz-Signature");
+    if (c == nullptr || d == nullptr || e == nullptr || sh == nullptr || sg == nullptr ||
+        !ParseCredential(*c, &cred) || sg->size() != 64 || e->empty() || e->size() > 7 ||
+        !IsDigits(*e)) {
+      return Error("AuthorizationQueryParametersError", 400,
+                   "a presigned URL needs X-Amz-Credential, X-Amz-Date, X-Amz-Expires, "
+                   "X-Amz-SignedHeaders and X-Amz-Signature");
+    }
+    const int64_t expires = std::stoll(*e);
+    if (expires < 1 || expires > options.max_presign_expires_s) {
+      return Error("AuthorizationQueryParametersError", 400,
+                   "X-Amz-Expires must be between 1 and 604800 seconds");
+    }
+    const std::optional<int64_t> t = ParseAmzDate(*d);
+    if (!t) return Error("AuthorizationQueryParametersError", 400, "malformed X-Amz-Date");
+    if (now_unix > *t + expires) return Error("AccessDenied", 403, "Request has expired");
+    if (*t > now_unix + options.max_skew_s) {
+      return Error("AccessDenied", 403, "Request is not valid yet");
+    }
+    r.amz_date = *d;
+    signature = *sg;
+    size_t s = 0;
+    while (s <= sh->size()) {
+      const size_t semi = sh->find(';', s);
+      signed_headers.push_back(sh->substr(s, semi - s));
+      if (semi == std::string::npos) break;
+      s = semi + 1;
+    }
+    const std::string* p = param("X-Amz-Content-Sha256");
+    const Header* ph = FindHeader(headers, "x-amz-content-sha256");
+    r.payload = p != nullptr ? *p : ph != nullptr ? ph->value : std::string(kUnsignedPayload);
+  } else {
+    return Error("AccessDenied", 403, "Access Denied (the request is not signed)");
+  }
+
+  if (r.amz_date.substr(0, 8) != cred.date) {
+    return Error(r.presigned ? "AuthorizationQueryParametersError" : "AuthorizationHeaderMalformed",
+                 400, "the credential's date does not match the request's date");
+  }
+  if (std::find(signed_headers.begin(), signed_headers.end(), "host") == signed_headers.end()) {
+    return Error(r.presigned ? "AuthorizationQueryParametersError" : "AuthorizationHeaderMalformed",
+                 400, "the host header must be signed");
+  }
+  const std::optional<std::string> secret = secrets(cred.access_key);
+  if (!secret) {
+    return Error("InvalidAccessKeyId", 403,
+                 "The AWS Access Key Id you provided does not exist in our records.");
+  }
+
+  // The canonical request.
+  std::string path;
+  if (!PercentDecode(req.path, &path)) {
+    return Error("InvalidArgument", 400, "malformed percent-escape in the path");
+  }
+  // Clients differ in how they escape a path (some send '~' or '*' escaped, some not) and sign
+  // what they send; AWS signs the path as sent. So the path as sent is tried first, then the
+  // SigV4 encoding of its decoded form: both name the same object, and the signature must
+  // match one of them exactly.
+  std::string rest;  // the canonical request after the path line
+  std::vector<std::pair<std::string, std::string>> query;
+  for (const auto& [k, v] : params) {
+    if (r.presigned && k == "X-Amz-Signature") continue;
+    query.emplace_back(UriEncode(k, false), UriEncode(v, false));
+  }
+  std::sort(query.begin(), query.end());
+  for (size_t i = 0; i < query.size(); ++i) {
+    if (i > 0) rest.push_back('&');
+    rest.append(query[i].first).append("=").append(query[i].second);
+  }
+  rest.append("\n");
+  std::string signed_list;
+  for (size_t i = 0; i < signed_headers.size(); ++i) {
+    const std::string& name = signed_headers[i];
+    if (name.empty() || AsciiLower(name) != name) {
+      return Error(r.presigned ? "AuthorizationQueryParametersError"
+                               : "AuthorizationHeaderMalformed",
+                   400, "malformed SignedHeaders");
+    }
+    std::string value;
+    bool found = false;
+    for (const Header& h : headers) {
+      if (h.name != name) continue;
+      if (found) value.push_back(',');
+      value += CanonicalValue(h.value);
+      found = true;
+    }
+    if (!found) {
+      return Error("SignatureDoesNotMatch", 403,
+                   "a signed header is missing from the request: " + name);
+    }
+    rest.append(name).append(":").append(value).append("\n");
+    if (i > 0) signed_list.push_back(';');
+    signed_list += name;
+  }
+  rest.append("\n").append(signed_list).append("\n").append(r.payload);
+
+  r.scope = cred.date + "/" + cred.region + "/" + cred.service + "/aws4_request";
+  r.signing_key = SigningKey(*secret, cred);
+  auto matches = [&](std::string_view canonical_path) {
+    std::string canonical;
+    canonical.reserve(canonical_path.size() + rest.size() + 16);
+    canonical.append(req.method).append("\n").append(canonical_path).append("\n").append(rest);
+    const std::string string_to_sign = std::string(kAlgorithm) + "\n" + r.amz_date + "\n" +
+                                       r.scope + "\n" + Sha256Hex(canonical);
+    return SameSignature(Sign(r.signing_key, string_to_sign), signature);
+  };
+  const std::string encoded = UriEncode(path, /*keep_slash=*/true);
+  if (!matches(req.path) && (encoded == req.path || !matches(encoded))) {
+    return Error("SignatureDoesNotMatch", 403,
+                 "The request signature we calculated does not match the signature you "
+                 "provided. Check your key and signing method.");
+  }
+  r.access_key = cred.access_key;
+  r.region = cred.region;
+  r.seed_signature = signature;
+  return r;
+}
+
+std::string ChunkSignature(const SigV4Result& auth, std::string_view previous_signature,
+                           std::string_view chunk_sha256_hex) {
+  static const std::string kEmpty = Sha256Hex("");
+  std::string sts = "AWS4-HMAC-SHA256-PAYLOAD\n";
+  sts.append(auth.amz_date).append("\n").append(auth.scope).append("\n");
+  sts.append(previous_signature).append("\n").append(kEmpty).append("\n").append(chunk_sha256_hex);
+  return Sign(auth.signing_key, sts);
+}
+
+std::string TrailerSignature(const SigV4Result& auth, std::string_view previous_signature,
+                             std::string_view trailer_bytes) {
+  std::string sts = "AWS4-HMAC-SHA256-TRAILER\n";
+  sts.append(auth.amz_date).append("\n").append(auth.scope).append("\n");
+  sts.append(previous_signature).append("\n").append(Sha256Hex(trailer_bytes));
+  return Sign(auth.signing_key, sts);
+}
+
+}  // namespace openlake::s3
