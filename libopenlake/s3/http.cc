@@ -355,12 +355,8 @@ size_t ChunkedDecoder::Next(std::string_view in, Event* ev) {
       }
       uint64_t size = 0;
       for (char c : hex) {
-        int d;
-        if (c >= '0' && c <= '9') {
-          d = c - '0';
-        } else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') {
-          d = (c | 0x20) - 'a' + 10;
-        } else {
+        const int d = HexDigit(c);
+        if (d < 0) {
           ev->kind = Event::kError;
           ev->error = "invalid chunk size";
           state_ = kFailed;

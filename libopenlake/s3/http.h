@@ -120,6 +120,13 @@ class ChunkedDecoder {
   std::vector<Header> trailers_;
 };
 
+// The value of a hexadecimal digit, or -1.
+inline int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') return (c | 0x20) - 'a' + 10;
+  return -1;
+}
+
 // Lower-cases ASCII letters.
 std::string AsciiLower(std::string_view s);
 // True when `s` equals `lower` ignoring ASCII case (`lower` given in lower case).

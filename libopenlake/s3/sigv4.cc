@@ -183,15 +183,8 @@ bool PercentDecode(std::string_view in, std::string* out) {
     if (i + 2 >= in.size()) return false;
     int v = 0;
     for (int j = 1; j <= 2; ++j) {
-      const char c = in[i + static_cast<size_t>(j)];
-      int d;
-      if (c >= '0' && c <= '9') {
-        d = c - '0';
-      } else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') {
-        d = (c | 0x20) - 'a' + 10;
-      } else {
-        return false;
-      }
+      const int d = HexDigit(in[i + static_cast<size_t>(j)]);
+      if (d < 0) return false;
       v = v * 16 + d;
     }
     out->push_back(static_cast<char>(v));
