@@ -112,6 +112,45 @@ bool EqualsLower(std::string_view s, std::string_view lower) {
   return true;
 }
 
+bool PercentDecode(std::string_view in, std::string* out) {
+  out->clear();
+  out->reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out->push_back(in[i]);
+      continue;
+    }
+    if (i + 2 >= in.size()) return false;
+    int v = 0;
+    for (int j = 1; j <= 2; ++j) {
+      const int d = HexDigit(in[i + static_cast<size_t>(j)]);
+      if (d < 0) return false;
+      v = v * 16 + d;
+    }
+    out->push_back(static_cast<char>(v));
+    i += 2;
+  }
+  return true;
+}
+
+bool ParseQueryString(std::string_view q,
+                      std::vector<std::pair<std::string, std::string>>* out) {
+  while (!q.empty()) {
+    const size_t amp = q.find('&');
+    const std::string_view item = q.substr(0, amp);
+    if (!item.empty()) {
+      const size_t eq = item.find('=');
+      std::string k, v;
+      if (!PercentDecode(item.substr(0, eq), &k)) return false;
+      if (eq != std::string_view::npos && !PercentDecode(item.substr(eq + 1), &v)) return false;
+      out->emplace_back(std::move(k), std::move(v));
+    }
+    if (amp == std::string_view::npos) break;
+    q.remove_prefix(amp + 1);
+  }
+  return true;
+}
+
 const Header* FindHeader(const std::vector<Header>& headers, std::string_view lower_name) {
   for (const Header& h : headers) {
     if (h.name == lower_name) return &h;

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace openlake::s3 {
@@ -126,6 +127,11 @@ inline int HexDigit(char c) {
   if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') return (c | 0x20) - 'a' + 10;
   return -1;
 }
+
+// Percent-decoding ('+' stays '+'); false on a malformed escape.
+bool PercentDecode(std::string_view in, std::string* out);
+// "k=v&k2&k3=" into decoded (name, value) pairs in order; false on a malformed escape.
+bool ParseQueryString(std::string_view q, std::vector<std::pair<std::string, std::string>>* out);
 
 // Lower-cases ASCII letters.
 std::string AsciiLower(std::string_view s);

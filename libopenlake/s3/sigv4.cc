@@ -48,24 +48,6 @@ std::string CanonicalValue(std::string_view v) {
   return out;
 }
 
-// Splits "k=v&k2=v2" into decoded pairs; false on a malformed escape.
-bool ParseQuery(std::string_view q, std::vector<std::pair<std::string, std::string>>* out) {
-  while (!q.empty()) {
-    const size_t amp = q.find('&');
-    const std::string_view item = q.substr(0, amp);
-    if (!item.empty()) {
-      const size_t eq = item.find('=');
-      std::string k, v;
-      if (!PercentDecode(item.substr(0, eq), &k)) return false;
-      if (eq != std::string_view::npos && !PercentDecode(item.substr(eq + 1), &v)) return false;
-      out->emplace_back(std::move(k), std::move(v));
-    }
-    if (amp == std::string_view::npos) break;
-    q.remove_prefix(amp + 1);
-  }
-  return true;
-}
-
 // "Credential=AK/20130524/us-east-1/s3/aws4_request" parts.
 struct Credential {
   std::string access_key, date, region, service;
@@ -172,27 +154,6 @@ std::string UriEncode(std::string_view raw, bool keep_slash) {
   return out;
 }
 
-bool PercentDecode(std::string_view in, std::string* out) {
-  out->clear();
-  out->reserve(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out->push_back(in[i]);
-      continue;
-    }
-    if (i + 2 >= in.size()) return false;
-    int v = 0;
-    for (int j = 1; j <= 2; ++j) {
-      const int d = HexDigit(in[i + static_cast<size_t>(j)]);
-      if (d < 0) return false;
-      v = v * 16 + d;
-    }
-    out->push_back(static_cast<char>(v));
-    i += 2;
-  }
-  return true;
-}
-
 std::optional<int64_t> ParseAmzDate(std::string_view s) {
   if (s.size() != 16 || s[8] != 'T' || s[15] != 'Z' || !IsDigits(s.substr(0, 8)) ||
       !IsDigits(s.substr(9, 6))) {
@@ -223,7 +184,7 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
                         const SigV4Options& options) {
   const std::vector<Header>& headers = *req.headers;
   std::vector<std::pair<std::string, std::string>> params;
-  if (!ParseQuery(req.query, &params)) {
+  if (!ParseQueryString(req.query, &params)) {
     return Error("InvalidArgument", 400, "malformed percent-escape in the query string");
   }
   auto param = [&](std::string_view name) -> const std::string* {

@@ -83,8 +83,6 @@ std::array<uint8_t, 32> HmacSha256(std::string_view key, std::string_view data);
 std::string HexLower(const uint8_t* data, size_t n);
 // SigV4's URI encoding: unreserved characters kept, '/' kept when `keep_slash`.
 std::string UriEncode(std::string_view raw, bool keep_slash);
-// Percent-decoding; false on a malformed escape.
-bool PercentDecode(std::string_view in, std::string* out);
 // "20130524T000000Z" → Unix seconds; nullopt when malformed.
 std::optional<int64_t> ParseAmzDate(std::string_view s);
 

@@ -1,0 +1,120 @@
+// Routing: every operation the server implements, path and virtual-host style, decoding, and
+// what it must refuse or leave unimplemented rather than mistake for a neighbour.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "s3/route.h"
+
+namespace openlake::s3 {
+namespace {
+
+Route R(const std::string& method, const std::string& target, std::vector<Header> extra = {},
+        const std::string& host = "127.0.0.1:9000") {
+  Request req;
+  req.method = method;
+  req.target = target;
+  req.headers.push_back({"host", host});
+  for (auto& h : extra) req.headers.push_back(h);
+  RouteOptions o;
+  o.domains = {"s3.example.com", "localhost"};
+  return RouteRequest(req, o);
+}
+
+TEST_CASE("routing: each operation from method, parameters and headers", "[s3][route]") {
+  const std::vector<Header> copy = {{"x-amz-copy-source", "/src/key"}};
+  struct Case {
+    std::string method, target;
+    std::vector<Header> headers;
+    Op op;
+  };
+  const std::vector<Case> cases = {
+      {"GET", "/", {}, Op::kListBuckets},
+      {"PUT", "/bkt", {}, Op::kCreateBucket},
+      {"PUT", "/bkt/", {}, Op::kCreateBucket},
+      {"DELETE", "/bkt", {}, Op::kDeleteBucket},
+      {"HEAD", "/bkt", {}, Op::kHeadBucket},
+      {"GET", "/bkt?location", {}, Op::kGetBucketLocation},
+      {"GET", "/bkt?versioning", {}, Op::kGetBucketVersioning},
+      {"GET", "/bkt", {}, Op::kListObjects},
+      {"GET", "/bkt?prefix=a&delimiter=%2F&marker=x", {}, Op::kListObjects},
+      {"GET", "/bkt?list-type=2&continuation-token=abc", {}, Op::kListObjectsV2},
+      {"GET", "/bkt?uploads", {}, Op::kListMultipartUploads},
+      {"POST", "/bkt?delete", {}, Op::kDeleteObjects},
+      {"PUT", "/bkt/k", {}, Op::kPutObject},
+      {"PUT", "/bkt/k", copy, Op::kCopyObject},
+      {"GET", "/bkt/k", {}, Op::kGetObject},
+      {"GET", "/bkt/k?response-content-type=text%2Fplain", {}, Op::kGetObject},
+      {"HEAD", "/bkt/k", {}, Op::kHeadObject},
+      {"DELETE", "/bkt/k", {}, Op::kDeleteObject},
+      {"POST", "/bkt/k?uploads", {}, Op::kCreateMultipartUpload},
+      {"PUT", "/bkt/k?partNumber=3&uploadId=u1", {}, Op::kUploadPart},
+      {"PUT", "/bkt/k?partNumber=3&uploadId=u1", copy, Op::kUploadPartCopy},
+      {"POST", "/bkt/k?uploadId=u1", {}, Op::kCompleteMultipartUpload},
+      {"DELETE", "/bkt/k?uploadId=u1", {}, Op::kAbortMultipartUpload},
+      {"GET", "/bkt/k?uploadId=u1&max-parts=10", {}, Op::kListParts},
+  };
+  for (const Case& c : cases) {
+    INFO(c.method << " " << c.target);
+    Route r = R(c.method, c.target, c.headers);
+    CHECK(r.error_code.empty());
+    CHECK(OpName(r.op) == OpName(c.op));
+  }
+}
+
+TEST_CASE("routing: bucket and key, decoded, path and virtual-host style", "[s3][route]") {
+  Route r = R("GET", "/bkt/dir/a%20b%2Bc+d%2F%C3%A9?prefix=x%2Fy&empty=&flag");
+  CHECK(r.bucket == "bkt");
+  CHECK(r.key == "dir/a b+c+d/\xc3\xa9");
+  REQUIRE(r.Param("prefix") != nullptr);
+  CHECK(*r.Param("prefix") == "x/y");
+  CHECK(*r.Param("empty") == "");
+  CHECK(r.Has("flag"));
+  CHECK(!r.Has("other"));
+
+  r = R("GET", "/bkt/folder/");  // a key ending in '/' is an object
+  CHECK(r.op == Op::kGetObject);
+  CHECK(r.key == "folder/");
+
+  r = R("GET", "/dir/key.bin", {}, "mybucket.s3.example.com:9000");
+  CHECK(r.bucket == "mybucket");
+  CHECK(r.key == "dir/key.bin");
+  r = R("GET", "/", {}, "MyBucket.LOCALHOST");
+  CHECK(r.bucket == "mybucket");
+  CHECK(r.op == Op::kListObjects);
+  r = R("GET", "/bkt/k", {}, "s3.example.com");  // the bare domain: path style
+  CHECK(r.bucket == "bkt");
+  CHECK(r.key == "k");
+
+  r = R("GET", "http://127.0.0.1:9000/bkt/k?x=1");  // absolute-form target
+  CHECK(r.bucket == "bkt");
+  CHECK(r.key == "k");
+  CHECK(r.Has("x"));
+}
+
+TEST_CASE("routing: refusals and what is not implemented", "[s3][route]") {
+  CHECK(R("GET", "/bkt/%zz").error_code == "InvalidURI");
+  CHECK(R("GET", "/bkt?a=%4").error_code == "InvalidURI");
+  CHECK(R("GET", "*").error_code == "InvalidURI");
+  CHECK(R("PUT", "/").error_code == "MethodNotAllowed");
+  CHECK(R("POST", "/bkt/k").error_code == "MethodNotAllowed");
+  CHECK(R("PATCH", "/bkt").error_code == "MethodNotAllowed");
+  CHECK(R("GET", "/bkt?list-type=1").error_code == "InvalidArgument");
+  CHECK(R("PUT", "/bkt/k?partNumber=1").error_code == "InvalidArgument");
+  CHECK(R("PUT", "/bkt/k?uploadId=u").error_code == "InvalidArgument");
+  for (const char* t : {"/bkt?acl", "/bkt?policy", "/bkt?lifecycle", "/bkt?tagging", "/bkt?cors",
+                        "/bkt?versions", "/bkt?object-lock", "/bkt/k?acl", "/bkt/k?tagging",
+                        "/bkt/k?versionId=3", "/bkt/k?retention", "/bkt/k?select&select-type=2"}) {
+    for (const char* m : {"GET", "PUT", "DELETE"}) {
+      INFO(m << " " << t);
+      Route r = R(m, t);
+      CHECK(r.op == Op::kNotImplemented);
+      CHECK(!r.what.empty());
+    }
+  }
+  CHECK(R("PUT", "/bkt?versioning").op == Op::kNotImplemented);
+  CHECK(R("POST", "/bkt").op == Op::kNotImplemented);
+}
+
+}  // namespace
+}  // namespace openlake::s3
