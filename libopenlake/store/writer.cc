@@ -354,6 +354,20 @@ class EcWriter final : public ObjectWriter {
         }
         st.files.clear();
         st.files.resize(st.n);
+        // The staged folder too: its files must still have their names after a power loss,
+        // before the commit renames the folder into place.
+        std::vector<io::Task<absl::Status>> dir_syncs;
+        std::vector<uint32_t> dir_who;
+        for (uint32_t p = 0; p < st.n; ++p) {
+          FileBackend* f = st.failed[p] ? nullptr : st.e->fs(st.target.set, static_cast<int>(p));
+          if (f == nullptr) continue;
+          dir_who.push_back(p);
+          dir_syncs.push_back(SyncDir(*f, st.result.staged_dir));
+        }
+        std::vector<absl::Status> dir_done = co_await io::WhenAll(std::move(dir_syncs));
+        for (size_t i = 0; i < dir_done.size(); ++i) {
+          if (!dir_done[i].ok()) DropDrive(st, dir_who[i], dir_done[i]);
+        }
         absl::Status q = QuorumCheck(st);
         if (!q.ok()) {
           st.error = q;
