@@ -7,11 +7,12 @@
 //
 // Large objects: each round puts one --size-mib object (1 MiB writes, through the writer's
 // windows: MD5 on the second reactor, encode, CRC-64 per shard block, parallel O_DIRECT writes,
-// fsyncs, two-phase metadata commit), drops the drives' files from the page cache, and reads it back whole (CRC
-// checks, no reconstruction). Baseline, same round: fio with one job per drive folder (io_uring,
-// O_DIRECT, blocks of the shard block size, depth 4, end_fsync), writing then reading
-// size × (k+m)/k bytes in all; its figure is expressed per byte of object (× k/(k+m)). Rounds
-// alternate which side goes first; figures are medians. Bar (PERF.md): ratio >= 0.7 each way.
+// fsyncs, two-phase metadata commit), drops the drives' files from the page cache, and reads it
+// back whole (CRC checks, no reconstruction). Baseline, same round: fio with one job per drive
+// folder (io_uring, O_DIRECT, blocks of the shard block size, depth 4, end_fsync), writing then
+// reading size × (k+m)/k bytes in all; its figure is expressed per byte of object (× k/(k+m)).
+// Rounds alternate which side goes first; figures are medians. Bar (PERF.md): ratio >= 0.7 each
+// way.
 // A put's MD5 (the ETag) is serial: one core's MD5 rate, printed beside, caps it; --no-md5
 // measures the store with CRC-derived ETags (StoreOptions::etag_md5 = false).
 //
@@ -299,13 +300,15 @@ int Run(const Options& o) {
       OL_RETURN_IF_ERROR(io::BlockOn(**rt, 0, [&] {
         return PutObject(st, bucket, key, data, 1 << 20, &commit_ns);
       }));
-      put_mbps.push_back(static_cast<double>(size) / 1e6 / (static_cast<double>(NowNs() - t0) / 1e9));
+      put_mbps.push_back(static_cast<double>(size) / 1e6 /
+                         (static_cast<double>(NowNs() - t0) / 1e9));
       commit_ms.push_back(static_cast<double>(commit_ns) / 1e6);
       put_cpu.push_back((ProcessCpuSeconds() - cpu0) / (static_cast<double>(NowNs() - t0) / 1e9));
       DropCache(scratch->path());
       t0 = NowNs();
       OL_RETURN_IF_ERROR(io::BlockOn(**rt, 0, [&] { return GetObject(st, bucket, key, data); }));
-      get_mbps.push_back(static_cast<double>(size) / 1e6 / (static_cast<double>(NowNs() - t0) / 1e9));
+      get_mbps.push_back(static_cast<double>(size) / 1e6 /
+                         (static_cast<double>(NowNs() - t0) / 1e9));
       return io::BlockOn(**rt, 0, [&] { return st.DeleteObject(bucket, key); });
     };
     auto theirs = [&] {

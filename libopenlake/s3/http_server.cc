@@ -112,9 +112,8 @@ struct HttpExchange::Conn {
     const size_t len = opts->read_size;
     io::Reactor& rr = *r;
     const int fdv = fd;
-    const int32_t n = co_await TimedOp(rr, opts->idle_timeout, [&rr, fdv, dst, len](io::Completion* c) {
-      rr.Recv(fdv, dst, len, 0, c);
-    });
+    auto recv = [&rr, fdv, dst, len](io::Completion* c) { rr.Recv(fdv, dst, len, 0, c); };
+    const int32_t n = co_await TimedOp(rr, opts->idle_timeout, recv);
     buf.resize(old + static_cast<size_t>(n > 0 ? n : 0));
     co_return n;
   }
@@ -125,9 +124,8 @@ struct HttpExchange::Conn {
     while (!data.empty()) {
       const char* p = data.data();
       const size_t len = data.size();
-      const int32_t n = co_await TimedOp(rr, opts->send_timeout, [&rr, fdv, p, len](io::Completion* c) {
-        rr.Send(fdv, p, len, MSG_NOSIGNAL, c);
-      });
+      auto send = [&rr, fdv, p, len](io::Completion* c) { rr.Send(fdv, p, len, MSG_NOSIGNAL, c); };
+      const int32_t n = co_await TimedOp(rr, opts->send_timeout, send);
       if (n <= 0) co_return ErrnoStatus(n == 0 ? EPIPE : -n, "send");
       data.remove_prefix(static_cast<size_t>(n));
     }

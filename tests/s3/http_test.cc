@@ -123,8 +123,8 @@ TEST_CASE("request heads: malformed or ambiguous input gets the right status", "
   CHECK(ErrorStatus("PUT / HTTP/1.1\r\nHost: h\r\nContent-Length: 1x\r\n\r\n") == 400);
   CHECK(ErrorStatus("PUT / HTTP/1.1\r\nHost: h\r\nContent-Length: 99999999999999999999\r\n\r\n") ==
         400);
-  CHECK(ErrorStatus("PUT / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n") ==
-        400);
+  CHECK(ErrorStatus("PUT / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n"
+                    "Content-Length: 6\r\n\r\n") == 400);
   CHECK(ErrorStatus("PUT / HTTP/1.1\r\nHost: h\r\nContent-Length: 5, 6\r\n\r\n") == 400);
   CHECK(ErrorStatus("PUT / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n"
                     "Transfer-Encoding: chunked\r\n\r\n") == 400);

@@ -8,7 +8,7 @@ set -eu
 PACKAGES="
   g++ pkg-config meson ninja-build
   liburing-dev libisal-dev libabsl-dev libprotobuf-dev protobuf-compiler
-  libtomlplusplus-dev libssl-dev libcli11-dev catch2
+  libtomlplusplus-dev libssl-dev libcli11-dev catch2 libpugixml-dev
   libucx-dev libibverbs-dev
   pybind11-dev python3-dev python3-venv python3-pip python3-mesonpy
   python3-pytest python3-numpy python3-torch

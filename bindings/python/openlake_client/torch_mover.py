@@ -20,14 +20,15 @@ The crossing between staging and the slab takes one of two paths (`copy_path`):
             bytes (4 KiB for blocks of 4 KiB and more) through a CUDA tensor aliasing the
             mapped host memory: one kernel reads or writes host memory over PCIe directly,
             however scattered the slots are.
-"auto" saves through the DMA runs however many there are (on an H200, DMA copies of single
-2 MiB blocks still wrote the slab faster than the kernel's PCIe stores), and loads through them
-when there are few (at most one per 8 blocks), through the kernel otherwise (its reads of
-scattered slots beat many small DMA copies). On a GPU the slab's segments are registered with CUDA as mapped, page-locked memory:
-a segment at a time, as blocks land in it, so a large slab costs nothing until used but the
-first use of a segment pays for locking its pages (a few GB/s); `register_all` (the connector's
-openlake_pin_slab = "eager") pays that once, up front, for the whole slab. Where the
-alias cannot be made, the runs are used whatever their number (logged once).
+"auto" saves through the DMA runs however many there are (on an H200, DMA copies of single 2 MiB
+blocks still wrote the slab faster than the kernel's PCIe stores), and loads through them when
+there are few (at most one per 8 blocks), through the kernel otherwise (its reads of scattered
+slots beat many small DMA copies). On a GPU the slab's segments are registered with CUDA as
+mapped, page-locked memory: a segment at a time, as blocks land in it, so a large slab costs
+nothing until used but the first use of a segment pays for locking its pages (a few GB/s);
+`register_all` (the connector's openlake_pin_slab = "eager") pays that once, up front, for the
+whole slab. Where the alias cannot be made, the runs are used whatever their number (logged
+once).
 """
 
 from __future__ import annotations

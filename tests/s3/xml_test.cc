@@ -1,0 +1,104 @@
+// S3 XML: escaping, writing, error bodies, and reading CompleteMultipartUpload and Delete
+// documents (well-formed, invalid, hostile).
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "s3/xml.h"
+
+namespace openlake::s3 {
+namespace {
+
+TEST_CASE("xml: escaping and writing", "[s3][xml]") {
+  CHECK(XmlEscape("a<b>&\"c'") == "a&lt;b&gt;&amp;&quot;c&apos;");
+  CHECK(XmlEscape(std::string("t\tn\nr\r\x01\x1f", 8)) == "t\tn\nr\r&#x1;&#x1F;");
+  CHECK(XmlEscape("caf\xc3\xa9") == "caf\xc3\xa9");
+
+  XmlWriter w("ListAllMyBucketsResult");
+  w.Open("Buckets");
+  w.Open("Bucket");
+  w.Element("Name", "b&b");
+  w.Close();
+  const std::string doc = w.Finish();
+  CHECK(doc == "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListAllMyBucketsResult "
+               "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Buckets><Bucket><Name>b&amp;b"
+               "</Name></Bucket></Buckets></ListAllMyBucketsResult>");
+
+  CHECK(ErrorXml("NoSuchKey", "The specified key does not exist.", "/bkt/a<b", "R1") ==
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>NoSuchKey</Code><Message>The "
+        "specified key does not exist.</Message><Resource>/bkt/a&lt;b</Resource><RequestId>R1"
+        "</RequestId></Error>");
+}
+
+TEST_CASE("xml: CompleteMultipartUpload", "[s3][xml]") {
+  auto parts = ParseCompleteMultipartUpload(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">\n"
+      "  <Part><PartNumber>1</PartNumber><ETag>\"a54357aff0632cce46d942af68356b38\"</ETag></Part>\n"
+      "  <Part><ETag>&quot;0c78aef83f66abc1fa1e8477f296d394&quot;</ETag>"
+      "<PartNumber> 2 </PartNumber><ChecksumCRC32>x</ChecksumCRC32></Part>\n"
+      "</CompleteMultipartUpload>");
+  REQUIRE(parts.ok());
+  REQUIRE(parts->size() == 2);
+  CHECK((*parts)[0].number == 1);
+  CHECK((*parts)[0].etag == "\"a54357aff0632cce46d942af68356b38\"");
+  CHECK((*parts)[1].number == 2);
+  CHECK((*parts)[1].etag == "\"0c78aef83f66abc1fa1e8477f296d394\"");
+
+  for (const char* bad :
+       {"", "not xml", "<CompleteMultipartUpload>", "<Other><Part/></Other>",
+        "<CompleteMultipartUpload></CompleteMultipartUpload>",
+        "<CompleteMultipartUpload><Part><ETag>e</ETag></Part></CompleteMultipartUpload>",
+        "<CompleteMultipartUpload><Part><PartNumber>0</PartNumber><ETag>e</ETag></Part>"
+        "</CompleteMultipartUpload>",
+        "<CompleteMultipartUpload><Part><PartNumber>10001</PartNumber><ETag>e</ETag></Part>"
+        "</CompleteMultipartUpload>",
+        "<CompleteMultipartUpload><Part><PartNumber>1x</PartNumber><ETag>e</ETag></Part>"
+        "</CompleteMultipartUpload>",
+        "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>"
+        "</CompleteMultipartUpload>",
+        "<CompleteMultipartUpload><Junk/></CompleteMultipartUpload>"}) {
+    INFO(bad);
+    auto r = ParseCompleteMultipartUpload(bad);
+    REQUIRE(!r.ok());
+    CHECK(r.status().message().substr(0, 12) == "MalformedXML");
+  }
+}
+
+TEST_CASE("xml: Delete, and hostile documents", "[s3][xml]") {
+  auto d = ParseDelete(
+      "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Quiet>true</Quiet>"
+      "<Object><Key>a/b c</Key></Object><Object><Key>&lt;odd&gt;&amp;</Key>"
+      "<VersionId>ignored</VersionId></Object></Delete>");
+  REQUIRE(d.ok());
+  CHECK(d->quiet);
+  REQUIRE(d->keys.size() == 2);
+  CHECK(d->keys[0] == "a/b c");
+  CHECK(d->keys[1] == "<odd>&");
+
+  std::string many = "<Delete>";
+  for (int i = 0; i < 1001; ++i) many += "<Object><Key>k" + std::to_string(i) + "</Key></Object>";
+  many += "</Delete>";
+  CHECK(!ParseDelete(many).ok());
+  CHECK(ParseDelete(many, 2000).ok());
+
+  for (const char* bad : {"<Delete/>",
+                          "<Delete><Quiet>yes</Quiet><Object><Key>k</Key></Object></Delete>",
+                          "<Delete><Object/></Delete>",
+                          "<Delete><Object><Key></Key></Object></Delete>",
+                          "<Delete><Bogus/></Delete>"}) {
+    INFO(bad);
+    CHECK(!ParseDelete(bad).ok());
+  }
+  // An external entity is never fetched or expanded.
+  auto xxe = ParseDelete(
+      "<?xml version=\"1.0\"?><!DOCTYPE d [<!ENTITY x SYSTEM \"file:///etc/passwd\">]>"
+      "<Delete><Object><Key>&x;</Key></Object></Delete>");
+  if (xxe.ok()) {
+    REQUIRE(xxe->keys.size() == 1);
+    CHECK(xxe->keys[0].find("root:") == std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace openlake::s3
