@@ -1,6 +1,7 @@
 // String helpers. Debian 12's Abseil is built with its own absl::string_view (not an alias of
 // std::string_view), so absl::StrCat does not take std::string_view. openlake::StrCat converts
-// such arguments and forwards everything else to absl::StrCat unchanged.
+// such arguments and forwards everything else to absl::StrCat unchanged. Hex writes bytes as
+// lower-case hexadecimal.
 #pragma once
 
 #include <string>
@@ -31,5 +32,18 @@ std::string StrCat(const Args&... args) {
 // std::string_view of an absl::string_view (e.g. Status::message()).
 inline std::string_view SV(absl::string_view s) { return std::string_view(s.data(), s.size()); }
 inline absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+// `bytes` as lower-case hexadecimal, two digits per byte.
+inline std::string Hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (char c : bytes) {
+    const auto b = static_cast<unsigned char>(c);
+    out += kDigits[b >> 4];
+    out += kDigits[b & 15];
+  }
+  return out;
+}
 
 }  // namespace openlake

@@ -10,6 +10,8 @@
 #include <ctime>
 #include <utility>
 
+#include "common/strings.h"
+
 namespace openlake::s3 {
 namespace {
 
@@ -101,7 +103,7 @@ std::array<uint8_t, 32> SigningKey(std::string_view secret, const Credential& c)
 
 std::string Sign(const std::array<uint8_t, 32>& key, std::string_view string_to_sign) {
   auto sig = HmacSha256({reinterpret_cast<const char*>(key.data()), key.size()}, string_to_sign);
-  return HexLower(sig.data(), sig.size());
+  return Hex(std::string_view(reinterpret_cast<const char*>(sig.data()), sig.size()));
 }
 
 bool SameSignature(std::string_view a, std::string_view b) {
@@ -112,21 +114,11 @@ bool SameSignature(std::string_view a, std::string_view b) {
 
 // ---- Helpers
 
-std::string HexLower(const uint8_t* data, size_t n) {
-  static const char* kHex = "0123456789abcdef";
-  std::string out(n * 2, '0');
-  for (size_t i = 0; i < n; ++i) {
-    out[2 * i] = kHex[data[i] >> 4];
-    out[2 * i + 1] = kHex[data[i] & 15];
-  }
-  return out;
-}
-
 std::string Sha256Hex(std::string_view data) {
   unsigned char d[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
   EVP_Digest(data.data(), data.size(), d, &n, EVP_sha256(), nullptr);
-  return HexLower(d, n);
+  return Hex(std::string_view(reinterpret_cast<const char*>(d), n));
 }
 
 std::array<uint8_t, 32> HmacSha256(std::string_view key, std::string_view data) {
@@ -378,8 +370,12 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
                                        r.scope + "\n" + Sha256Hex(canonical);
     return SameSignature(Sign(r.signing_key, string_to_sign), signature);
   };
-  const std::string encoded = UriEncode(path, /*keep_slash=*/true);
-  if (!matches(req.path) && (encoded == req.path || !matches(encoded))) {
+  bool ok = matches(req.path);
+  if (!ok) {
+    const std::string encoded = UriEncode(path, /*keep_slash=*/true);
+    ok = encoded != req.path && matches(encoded);
+  }
+  if (!ok) {
     return Error("SignatureDoesNotMatch", 403,
                  "The request signature we calculated does not match the signature you "
                  "provided. Check your key and signing method.");

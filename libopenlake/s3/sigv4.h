@@ -80,7 +80,6 @@ std::string TrailerSignature(const SigV4Result& auth, std::string_view previous_
 // Helpers, exposed for the handlers and the tests.
 std::string Sha256Hex(std::string_view data);
 std::array<uint8_t, 32> HmacSha256(std::string_view key, std::string_view data);
-std::string HexLower(const uint8_t* data, size_t n);
 // SigV4's URI encoding: unreserved characters kept, '/' kept when `keep_slash`.
 std::string UriEncode(std::string_view raw, bool keep_slash);
 // "20130524T000000Z" → Unix seconds; nullopt when malformed.

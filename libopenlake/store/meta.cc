@@ -80,18 +80,6 @@ std::string NewVersionId() {
   return id;
 }
 
-std::string Hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (char c : bytes) {
-    const auto b = static_cast<unsigned char>(c);
-    out += kDigits[b >> 4];
-    out += kDigits[b & 15];
-  }
-  return out;
-}
-
 int64_t NowNs() { return absl::ToUnixNanos(absl::Now()); }
 
 ObjectInfo ToObjectInfo(std::string_view bucket, std::string_view key,

@@ -36,7 +36,6 @@ absl::Status DecodeRecord(RecordType type, std::string_view bytes,
 
 // 16 random bytes.
 std::string NewVersionId();
-std::string Hex(std::string_view bytes);
 
 int64_t NowNs();
 inline absl::Time FromNs(int64_t ns) { return absl::FromUnixNanos(ns); }

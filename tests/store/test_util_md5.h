@@ -5,19 +5,15 @@
 
 #include <string>
 
+#include "common/strings.h"
+
 namespace openlake::testing {
 
 inline std::string Md5Hex(const std::string& data) {
   unsigned char d[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
   EVP_Digest(data.data(), data.size(), d, &n, EVP_md5(), nullptr);
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < n; ++i) {
-    out += kHex[d[i] >> 4];
-    out += kHex[d[i] & 15];
-  }
-  return out;
+  return Hex(std::string_view(reinterpret_cast<const char*>(d), n));
 }
 
 inline std::string UnhexForTest(const std::string& hex) {
