@@ -452,6 +452,16 @@ JsonLine& JsonLine::AddNull(const std::string& key) {
   return *this;
 }
 
+double JsonNumberAfter(const std::string& json, const std::string& key, size_t from,
+                       size_t* at) {
+  const size_t k = json.find("\"" + key + "\"", from);
+  if (k == std::string::npos) return std::nan("");
+  const size_t colon = json.find(':', k);
+  if (colon == std::string::npos) return std::nan("");
+  if (at != nullptr) *at = colon;
+  return std::strtod(json.c_str() + colon + 1, nullptr);
+}
+
 double Ratio(double a, double b) {
   if (!std::isfinite(a) || !std::isfinite(b) || b == 0) return std::nan("");
   return a / b;

@@ -169,6 +169,11 @@ class JsonLine {
   std::string body_;
 };
 
+// The number after `"key" :` at or after `from` in a JSON text (fio's output), NaN when absent;
+// `at`, when given, receives the position of that colon.
+double JsonNumberAfter(const std::string& json, const std::string& key, size_t from,
+                       size_t* at = nullptr);
+
 // "a/b": a ÷ b, NaN when either is NaN or b is 0.
 double Ratio(double a, double b);
 

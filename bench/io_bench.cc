@@ -219,17 +219,6 @@ struct FioResult {
   double cpu = NAN;  // usr_cpu + sys_cpu of the job, as a share of one core
 };
 
-// The number after `"key" :` at or after `from` in fio's JSON; NaN when absent.
-double JsonNumberAfter(const std::string& json, const std::string& key, size_t from,
-                       size_t* at = nullptr) {
-  const size_t k = json.find("\"" + key + "\"", from);
-  if (k == std::string::npos) return NAN;
-  const size_t colon = json.find(':', k);
-  if (colon == std::string::npos) return NAN;
-  if (at != nullptr) *at = colon;
-  return std::strtod(json.c_str() + colon + 1, nullptr);
-}
-
 FioResult ParseFio(const std::string& out) {
   FioResult r;
   const size_t read = out.find("\"read\"");

@@ -126,13 +126,6 @@ double Md5Rate(const std::string& data) {
 
 // ---- fio
 
-double JsonNumberAfter(const std::string& json, const std::string& key, size_t from) {
-  const size_t k = json.find("\"" + key + "\"", from);
-  if (k == std::string::npos) return NAN;
-  const size_t colon = json.find(':', k);
-  return colon == std::string::npos ? NAN : std::strtod(json.c_str() + colon + 1, nullptr);
-}
-
 // fio's aggregate bandwidth (bytes/s) of one sequential pass over one file per drive folder.
 absl::StatusOr<double> RunFio(const Options& o, const std::vector<std::string>& drives,
                               const std::string& scratch, bool write, uint64_t per_file) {
