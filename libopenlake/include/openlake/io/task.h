@@ -99,6 +99,29 @@ bool StartAwaited(std::coroutine_handle<P> h, std::coroutine_handle<> caller) {
   return true;
 }
 
+// Owns a coroutine frame: moves with its owner and destroys the frame with it.
+template <typename P>
+class OwnedCoroutine {
+ public:
+  OwnedCoroutine() = default;
+  explicit OwnedCoroutine(std::coroutine_handle<P> h) : h_(h) {}
+  OwnedCoroutine(OwnedCoroutine&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  OwnedCoroutine& operator=(OwnedCoroutine&& o) noexcept {
+    if (this != &o) {
+      if (h_) h_.destroy();
+      h_ = std::exchange(o.h_, nullptr);
+    }
+    return *this;
+  }
+  ~OwnedCoroutine() {
+    if (h_) h_.destroy();
+  }
+  std::coroutine_handle<P> get() const { return h_; }
+
+ private:
+  std::coroutine_handle<P> h_ = nullptr;
+};
+
 // A fire-and-forget coroutine: starts at once and frees itself when it ends.
 struct Detached {
   struct promise_type {
@@ -128,22 +151,9 @@ class [[nodiscard]] Task {
   using Handle = std::coroutine_handle<promise_type>;
   using value_type = T;
 
-  Task() = default;
-  Task(Task&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
-  Task& operator=(Task&& o) noexcept {
-    if (this != &o) {
-      if (h_) h_.destroy();
-      h_ = std::exchange(o.h_, nullptr);
-    }
-    return *this;
-  }
-  Task(const Task&) = delete;
-  Task& operator=(const Task&) = delete;
-  ~Task() {
-    if (h_) h_.destroy();
-  }
+  Task() = default;  // moves; copying is not possible (the frame has one owner)
 
-  bool valid() const { return static_cast<bool>(h_); }
+  bool valid() const { return static_cast<bool>(h_.get()); }
 
   struct Awaiter {
     Handle h;
@@ -153,12 +163,12 @@ class [[nodiscard]] Task {
     }
     T await_resume() { return std::move(*h.promise().value); }
   };
-  Awaiter operator co_await() && noexcept { return Awaiter{h_}; }
-  Awaiter operator co_await() & noexcept { return Awaiter{h_}; }
+  Awaiter operator co_await() && noexcept { return Awaiter{h_.get()}; }
+  Awaiter operator co_await() & noexcept { return Awaiter{h_.get()}; }
 
  private:
   explicit Task(Handle h) : h_(h) {}
-  Handle h_ = nullptr;
+  internal::OwnedCoroutine<promise_type> h_;
 };
 
 template <>
@@ -173,22 +183,9 @@ class [[nodiscard]] Task<void> {
   using Handle = std::coroutine_handle<promise_type>;
   using value_type = void;
 
-  Task() = default;
-  Task(Task&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
-  Task& operator=(Task&& o) noexcept {
-    if (this != &o) {
-      if (h_) h_.destroy();
-      h_ = std::exchange(o.h_, nullptr);
-    }
-    return *this;
-  }
-  Task(const Task&) = delete;
-  Task& operator=(const Task&) = delete;
-  ~Task() {
-    if (h_) h_.destroy();
-  }
+  Task() = default;  // moves; copying is not possible (the frame has one owner)
 
-  bool valid() const { return static_cast<bool>(h_); }
+  bool valid() const { return static_cast<bool>(h_.get()); }
 
   struct Awaiter {
     Handle h;
@@ -198,12 +195,12 @@ class [[nodiscard]] Task<void> {
     }
     void await_resume() const noexcept {}
   };
-  Awaiter operator co_await() && noexcept { return Awaiter{h_}; }
-  Awaiter operator co_await() & noexcept { return Awaiter{h_}; }
+  Awaiter operator co_await() && noexcept { return Awaiter{h_.get()}; }
+  Awaiter operator co_await() & noexcept { return Awaiter{h_.get()}; }
 
  private:
   explicit Task(Handle h) : h_(h) {}
-  Handle h_ = nullptr;
+  internal::OwnedCoroutine<promise_type> h_;
 };
 
 // Starts `t` now on the calling thread and lets it run to its end on its own.
