@@ -112,6 +112,7 @@ Route RouteRequest(const Request& req, const RouteOptions& options) {
   }
   r.bucket = BucketFromHost(req.Value("host"), options);
   if (!r.bucket.empty()) {
+    r.virtual_host = true;
     r.key = path.substr(1);
   } else {
     const size_t slash = path.find('/', 1);

@@ -51,6 +51,7 @@ struct Route {
   Op op = Op::kNotImplemented;
   std::string bucket;  // "" for the service
   std::string key;     // decoded; "" for bucket and service operations
+  bool virtual_host = false;  // the bucket came from the Host header
   std::vector<std::pair<std::string, std::string>> query;  // decoded, in order
   std::string what;    // with kNotImplemented: the feature asked for
   // An error found while routing ("" when none): S3 code, HTTP status, message.

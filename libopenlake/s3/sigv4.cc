@@ -11,19 +11,12 @@
 #include <utility>
 
 #include "common/strings.h"
+#include "s3/fields.h"
 
 namespace openlake::s3 {
 namespace {
 
 constexpr std::string_view kAlgorithm = "AWS4-HMAC-SHA256";
-
-SigV4Result Error(std::string code, int status, std::string message) {
-  SigV4Result r;
-  r.code = std::move(code);
-  r.http_status = status;
-  r.message = std::move(message);
-  return r;
-}
 
 bool IsUnreserved(unsigned char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
@@ -76,14 +69,6 @@ bool ParseCredential(std::string_view v, Credential* c) {
   return true;
 }
 
-std::optional<int64_t> ParseHttpDate(std::string_view s) {
-  std::tm tm{};
-  const std::string str(s);
-  const char* end = strptime(str.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-  if (end == nullptr || *end != '\0') return std::nullopt;
-  return static_cast<int64_t>(timegm(&tm));
-}
-
 std::string FormatAmzDate(int64_t t) {
   const time_t tt = static_cast<time_t>(t);
   std::tm tm{};
@@ -113,6 +98,14 @@ bool SameSignature(std::string_view a, std::string_view b) {
 }  // namespace
 
 // ---- Helpers
+
+SigV4Result AuthError(std::string code, int status, std::string message) {
+  SigV4Result r;
+  r.code = std::move(code);
+  r.http_status = status;
+  r.message = std::move(message);
+  return r;
+}
 
 std::string Sha256Hex(std::string_view data) {
   unsigned char d[EVP_MAX_MD_SIZE];
@@ -177,7 +170,7 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
   const std::vector<Header>& headers = *req.headers;
   std::vector<std::pair<std::string, std::string>> params;
   if (!ParseQueryString(req.query, &params)) {
-    return Error("InvalidArgument", 400, "malformed percent-escape in the query string");
+    return AuthError("InvalidArgument", 400, "malformed percent-escape in the query string");
   }
   auto param = [&](std::string_view name) -> const std::string* {
     for (const auto& [k, v] : params) {
@@ -195,12 +188,7 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
     std::string_view v = authorization->value;
     if (v.substr(0, kAlgorithm.size()) != kAlgorithm || v.size() == kAlgorithm.size() ||
         v[kAlgorithm.size()] != ' ') {
-      if (v.substr(0, 4) == "AWS ") {
-        return Error("InvalidRequest", 400,
-                     "The authorization mechanism you have provided is not supported. Please use "
-                     "AWS4-HMAC-SHA256.");
-      }
-      return Error("AuthorizationHeaderMalformed", 400, "unknown authorization algorithm");
+      return AuthError("AuthorizationHeaderMalformed", 400, "unknown authorization algorithm");
     }
     v.remove_prefix(kAlgorithm.size() + 1);
     bool have_cred = false, have_signed = false, have_sig = false;
@@ -231,7 +219,7 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
       v.remove_prefix(comma + 1);
     }
     if (!have_cred || !have_signed || !have_sig || signature.size() != 64) {
-      return Error("AuthorizationHeaderMalformed", 400,
+      return AuthError("AuthorizationHeaderMalformed", 400,
                    "the authorization header needs Credential, SignedHeaders and Signature");
     }
     const Header* date = FindHeader(headers, "x-amz-date");
@@ -240,24 +228,26 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
       t = ParseAmzDate(date->value);
       r.amz_date = date->value;
     } else if (const Header* http_date = FindHeader(headers, "date"); http_date != nullptr) {
-      t = ParseHttpDate(http_date->value);
-      if (t) r.amz_date = FormatAmzDate(*t);
+      if (std::optional<absl::Time> d = ParseHttpDate(http_date->value)) {
+        t = absl::ToUnixSeconds(*d);
+        r.amz_date = FormatAmzDate(*t);
+      }
     }
-    if (!t) return Error("AccessDenied", 403, "missing or malformed X-Amz-Date");
+    if (!t) return AuthError("AccessDenied", 403, "missing or malformed X-Amz-Date");
     if (*t > now_unix + options.max_skew_s || *t < now_unix - options.max_skew_s) {
-      return Error("RequestTimeTooSkewed", 403,
+      return AuthError("RequestTimeTooSkewed", 403,
                    "The difference between the request time and the server's time is too large.");
     }
     const Header* payload = FindHeader(headers, "x-amz-content-sha256");
     if (payload == nullptr) {
-      return Error("InvalidRequest", 400,
+      return AuthError("InvalidRequest", 400,
                    "Missing required header for this request: x-amz-content-sha256");
     }
     r.payload = payload->value;
   } else if (const std::string* alg = param("X-Amz-Algorithm"); alg != nullptr) {
     r.presigned = true;
     if (*alg != kAlgorithm) {
-      return Error("AuthorizationQueryParametersError", 400, "X-Amz-Algorithm must be " +
+      return AuthError("AuthorizationQueryParametersError", 400, "X-Amz-Algorithm must be " +
                                                                   std::string(kAlgorithm));
     }
     const std::string* c = param("X-Amz-Credential");
@@ -268,20 +258,20 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
     if (c == nullptr || d == nullptr || e == nullptr || sh == nullptr || sg == nullptr ||
         !ParseCredential(*c, &cred) || sg->size() != 64 || e->empty() || e->size() > 7 ||
         !IsDigits(*e)) {
-      return Error("AuthorizationQueryParametersError", 400,
+      return AuthError("AuthorizationQueryParametersError", 400,
                    "a presigned URL needs X-Amz-Credential, X-Amz-Date, X-Amz-Expires, "
                    "X-Amz-SignedHeaders and X-Amz-Signature");
     }
     const int64_t expires = std::stoll(*e);
     if (expires < 1 || expires > options.max_presign_expires_s) {
-      return Error("AuthorizationQueryParametersError", 400,
+      return AuthError("AuthorizationQueryParametersError", 400,
                    "X-Amz-Expires must be between 1 and 604800 seconds");
     }
     const std::optional<int64_t> t = ParseAmzDate(*d);
-    if (!t) return Error("AuthorizationQueryParametersError", 400, "malformed X-Amz-Date");
-    if (now_unix > *t + expires) return Error("AccessDenied", 403, "Request has expired");
+    if (!t) return AuthError("AuthorizationQueryParametersError", 400, "malformed X-Amz-Date");
+    if (now_unix > *t + expires) return AuthError("AccessDenied", 403, "Request has expired");
     if (*t > now_unix + options.max_skew_s) {
-      return Error("AccessDenied", 403, "Request is not valid yet");
+      return AuthError("AccessDenied", 403, "Request is not valid yet");
     }
     r.amz_date = *d;
     signature = *sg;
@@ -296,27 +286,27 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
     const Header* ph = FindHeader(headers, "x-amz-content-sha256");
     r.payload = p != nullptr ? *p : ph != nullptr ? ph->value : std::string(kUnsignedPayload);
   } else {
-    return Error("AccessDenied", 403, "Access Denied (the request is not signed)");
+    return AuthError("AccessDenied", 403, "Access Denied (the request is not signed)");
   }
 
   if (r.amz_date.substr(0, 8) != cred.date) {
-    return Error(r.presigned ? "AuthorizationQueryParametersError" : "AuthorizationHeaderMalformed",
+    return AuthError(r.presigned ? "AuthorizationQueryParametersError" : "AuthorizationHeaderMalformed",
                  400, "the credential's date does not match the request's date");
   }
   if (std::find(signed_headers.begin(), signed_headers.end(), "host") == signed_headers.end()) {
-    return Error(r.presigned ? "AuthorizationQueryParametersError" : "AuthorizationHeaderMalformed",
+    return AuthError(r.presigned ? "AuthorizationQueryParametersError" : "AuthorizationHeaderMalformed",
                  400, "the host header must be signed");
   }
   const std::optional<std::string> secret = secrets(cred.access_key);
   if (!secret) {
-    return Error("InvalidAccessKeyId", 403,
+    return AuthError("InvalidAccessKeyId", 403,
                  "The AWS Access Key Id you provided does not exist in our records.");
   }
 
   // The canonical request.
   std::string path;
   if (!PercentDecode(req.path, &path)) {
-    return Error("InvalidArgument", 400, "malformed percent-escape in the path");
+    return AuthError("InvalidArgument", 400, "malformed percent-escape in the path");
   }
   // Clients differ in how they escape a path (some send '~' or '*' escaped, some not) and sign
   // what they send; AWS signs the path as sent. So the path as sent is tried first, then the
@@ -338,7 +328,7 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
   for (size_t i = 0; i < signed_headers.size(); ++i) {
     const std::string& name = signed_headers[i];
     if (name.empty() || AsciiLower(name) != name) {
-      return Error(r.presigned ? "AuthorizationQueryParametersError"
+      return AuthError(r.presigned ? "AuthorizationQueryParametersError"
                                : "AuthorizationHeaderMalformed",
                    400, "malformed SignedHeaders");
     }
@@ -351,7 +341,7 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
       found = true;
     }
     if (!found) {
-      return Error("SignatureDoesNotMatch", 403,
+      return AuthError("SignatureDoesNotMatch", 403,
                    "a signed header is missing from the request: " + name);
     }
     rest.append(name).append(":").append(value).append("\n");
@@ -376,7 +366,7 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
     ok = encoded != req.path && matches(encoded);
   }
   if (!ok) {
-    return Error("SignatureDoesNotMatch", 403,
+    return AuthError("SignatureDoesNotMatch", 403,
                  "The request signature we calculated does not match the signature you "
                  "provided. Check your key and signing method.");
   }

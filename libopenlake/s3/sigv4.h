@@ -78,6 +78,8 @@ std::string TrailerSignature(const SigV4Result& auth, std::string_view previous_
                              std::string_view trailer_bytes);
 
 // Helpers, exposed for the handlers and the tests.
+// A refusal: the S3 error code, its HTTP status and a message.
+SigV4Result AuthError(std::string code, int status, std::string message);
 std::string Sha256Hex(std::string_view data);
 std::array<uint8_t, 32> HmacSha256(std::string_view key, std::string_view data);
 // SigV4's URI encoding: unreserved characters kept, '/' kept when `keep_slash`.

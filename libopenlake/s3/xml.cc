@@ -89,6 +89,8 @@ void XmlWriter::Element(std::string_view name, std::string_view text) {
   out_.append("</").append(name).append(">");
 }
 
+void XmlWriter::Text(std::string_view text) { out_.append(XmlEscape(text)); }
+
 std::string XmlWriter::Finish() {
   while (!open_.empty()) Close();
   return std::move(out_);
@@ -151,6 +153,20 @@ absl::StatusOr<DeleteRequest> ParseDelete(std::string_view body, size_t max_keys
   }
   if (req.keys.empty()) return Malformed("no Object");
   return req;
+}
+
+absl::StatusOr<std::string> ParseLocationConstraint(std::string_view body) {
+  pugi::xml_document doc;
+  pugi::xml_node root;
+  if (absl::Status s = Load(body, "CreateBucketConfiguration", &doc, &root); !s.ok()) return s;
+  for (pugi::xml_node n : root.children()) {
+    if (n.type() != pugi::node_element) continue;
+    if (std::strcmp(n.name(), "LocationConstraint") != 0) {
+      return Malformed("unexpected element " + std::string(n.name()));
+    }
+    return std::string(n.text().as_string());
+  }
+  return std::string();
 }
 
 }  // namespace openlake::s3

@@ -28,6 +28,8 @@ class XmlWriter {
   void Open(std::string_view name);
   void Close();
   void Element(std::string_view name, std::string_view text);
+  // Text inside the element open now.
+  void Text(std::string_view text);
   // Closes whatever is open and returns the document.
   std::string Finish();
 
@@ -56,5 +58,9 @@ struct DeleteRequest {
 
 // <Delete><Quiet/>?<Object><Key/></Object>...</Delete>; at most `max_keys` objects (S3: 1000).
 absl::StatusOr<DeleteRequest> ParseDelete(std::string_view body, size_t max_keys = 1000);
+
+// <CreateBucketConfiguration><LocationConstraint/></CreateBucketConfiguration>: the region
+// asked for ("" when the document names none).
+absl::StatusOr<std::string> ParseLocationConstraint(std::string_view body);
 
 }  // namespace openlake::s3

@@ -8,7 +8,6 @@
 // from this object (and queued for healing); fewer than a write quorum left fails the write.
 // Small objects (no full window, at most inline_threshold bytes) never touch a data file: their
 // shards go into the metadata.
-#include <openssl/evp.h>
 
 #include <cstring>
 
@@ -17,6 +16,7 @@
 #include "openlake/io/buffer.h"
 #include "openlake/log.h"
 #include "openlake/status.h"
+#include "common/digest.h"
 #include "store/engine.h"
 #include "store/errors.h"
 #include "store/names.h"
@@ -27,23 +27,7 @@ namespace {
 // Windows smaller than this are hashed in place (posting costs more than hashing them).
 constexpr uint64_t kHashOffloadMin = 256 << 10;
 
-class Md5 {
- public:
-  Md5() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_md5(), nullptr); }
-  ~Md5() { EVP_MD_CTX_free(ctx_); }
-  Md5(const Md5&) = delete;
-  Md5& operator=(const Md5&) = delete;
-  void Update(const void* p, size_t n) { EVP_DigestUpdate(ctx_, p, n); }
-  std::string Final() {
-    unsigned char out[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx_, out, &len);
-    return std::string(reinterpret_cast<char*>(out), len);
-  }
-
- private:
-  EVP_MD_CTX* ctx_;
-};
+using Md5 = ::openlake::Digest;
 
 struct Window {
   io::AlignedBuffer data;    // k × block_size: shard i at i × L
@@ -72,7 +56,7 @@ struct WriterState {
   uint64_t blocks = 0;
   bool files_opened = false;
   bool committed = false;
-  Md5 md5;
+  Md5 md5{Digest::kMd5};
   bool hash_offloaded = false;  // some window's MD5 was handed to another reactor
   absl::Status error;
 };
@@ -174,7 +158,7 @@ void HashWindow(WriterState& st, Window& w, const std::byte* data, uint64_t len)
 // its data shards' block CRC-64s in shard order (so it does not depend on where the shards
 // went), 16 bytes like an MD5.
 std::string CrcEtag(const WriterState& st) {
-  Md5 h;
+  Md5 h(Digest::kMd5);
   const uint64_t size = st.result.size;
   h.Update(&size, sizeof(size));
   for (uint32_t shard = 0; shard < st.k; ++shard) {

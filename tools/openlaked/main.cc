@@ -1,7 +1,8 @@
 // openlaked: the OpenLake daemon. It owns the process (config, signals, log sink, CPU pinning)
-// and runs what libopenlake provides: today the KV pool.
+// and runs what libopenlake provides: the KV pool and the S3 object store.
 //
-//   openlaked                      # the embedded default: KV pool on 127.0.0.1:9400
+//   openlaked                      # the embedded default: KV pool on 127.0.0.1:9400,
+//                                  # S3 on 127.0.0.1:9000 over ./data/d0..d3
 //   openlaked --config node.toml   # upstream-compatible TOML (see docs/configuration.md)
 #include <signal.h>
 #include <sys/stat.h>
@@ -25,6 +26,8 @@
 #include "openlake/log.h"
 #include "openlake/status.h"
 #include "openlake/version.h"
+
+#include "object_store.h"
 
 namespace {
 
@@ -143,11 +146,19 @@ int Run(const std::string& config_path) {
         HumanBytes(kv->segment_bytes()).c_str(), cfg.kv_slab.reserve_ttl_secs,
         addr->IsLoopback() ? "" : " (beyond loopback: clients must present rpc_secret)");
   }
+  std::unique_ptr<ObjectStoreNode> objects;
   if (cfg.mode == openlake::Mode::kStorage) {
-    std::printf("object store (S3 on %s over %zu drive folders): not part of this build yet\n",
-                cfg.s3_addr.c_str(), cfg.data_dirs.size());
+    auto node = ObjectStoreNode::Start(cfg, *rt);
+    if (!node.ok()) {
+      std::fprintf(stderr, "openlaked: object store: %s\n",
+                   std::string(node.status().message()).c_str());
+      if (kv) kv->Stop();
+      rt->Stop();
+      return 1;
+    }
+    objects = *std::move(node);
   }
-  if (!kv) {
+  if (!kv && !objects) {
     std::fprintf(stderr, "openlaked: this configuration enables nothing this build serves\n");
     rt->Stop();
     return 2;
@@ -158,7 +169,8 @@ int Run(const std::string& config_path) {
   sigwait(&stop_signals, &sig);
   std::printf("openlaked: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   std::fflush(stdout);
-  kv->Stop();
+  if (objects) objects->Stop();
+  if (kv) kv->Stop();
   rt->Stop();
   std::printf("openlaked: stopped\n");
   return 0;
@@ -167,7 +179,7 @@ int Run(const std::string& config_path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"openlaked: the OpenLake daemon (KV-cache pool; object store to come)"};
+  CLI::App app{"openlaked: the OpenLake daemon (KV-cache pool and S3 object store)"};
   std::string config;
   app.add_option("-c,--config", config, "TOML config (upstream OpenLake keys); default: embedded")
       ->check(CLI::ExistingFile);
@@ -178,7 +190,8 @@ int main(int argc, char** argv) {
   app.add_flag("--version", version, "print the version and exit");
   app.footer(
       "Examples:\n"
-      "  openlaked                        KV pool on 127.0.0.1:9400, slab = half the RAM\n"
+      "  openlaked                        KV pool on 127.0.0.1:9400 (slab = half the RAM),\n"
+      "                                   S3 on 127.0.0.1:9000 over ./data/d0..d3\n"
       "  openlaked --config kv_local.toml\n");
   CLI11_PARSE(app, argc, argv);
   if (version) {

@@ -1,0 +1,65 @@
+// File: openlake/s3/server.h
+//
+// The S3 server: HTTP/1.1 on the core-local runtime, SigV4 authentication, and the S3 API over
+// an object engine (docs/s3.md). `openlaked` runs one on 127.0.0.1:9000 by default.
+//
+//   s3::S3ServerOptions o;
+//   o.address = "127.0.0.1:9000";
+//   o.credentials = cfg.credentials;       // none: a pair is generated and kept in data_dir
+//   o.data_dir = "./data";
+//   OL_ASSIGN_OR_RETURN(auto server, s3::S3Server::Start(runtime, store, o));
+//   ...
+//   server->Stop();                        // before the store and the runtime go
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "openlake/config.h"
+#include "openlake/export.h"
+#include "openlake/io/reactor.h"
+#include "openlake/store/store.h"
+
+namespace openlake::s3 {
+
+struct S3ServerOptions {
+  std::string address = "127.0.0.1:9000";  // host:port; port 0 picks a free one
+  std::string region = "us-east-1";
+  // Access keys. Empty: the pair kept in `data_dir` is used, generated on first start.
+  std::vector<Credential> credentials;
+  std::string data_dir = "./data";
+  // Domains for virtual-host-style requests ("<bucket>.<domain>"); path style always works.
+  std::vector<std::string> domains = {"localhost"};
+  absl::Duration idle_timeout = absl::Seconds(60);
+  size_t max_connections = 4096;
+};
+
+class OL_EXPORT S3Server {
+ public:
+  // Listens and serves until Stop. The store must outlive the server.
+  static absl::StatusOr<std::unique_ptr<S3Server>> Start(io::Runtime& rt, store::Store& store,
+                                                         S3ServerOptions options);
+  ~S3Server();
+
+  uint16_t port() const;
+  std::string address() const;  // "127.0.0.1:9000"
+  // The access keys in use; generated_credentials() says whether this start made them (the
+  // daemon prints them then), credentials_file() where a generated pair is kept.
+  const std::vector<Credential>& credentials() const;
+  bool generated_credentials() const;
+  const std::string& credentials_file() const;
+
+  // Stops accepting and ends every connection. Idempotent; not from a reactor thread.
+  void Stop();
+
+ private:
+  struct Impl;
+  explicit S3Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace openlake::s3

@@ -1,0 +1,68 @@
+// The S3 server: credentials, the service and the HTTP server together (see
+// openlake/s3/server.h).
+#include "openlake/s3/server.h"
+
+#include "openlake/io/socket.h"
+#include "s3/credentials.h"
+#include "s3/http_server.h"
+#include "s3/service.h"
+
+namespace openlake::s3 {
+
+struct S3Server::Impl {
+  std::unique_ptr<S3Service> service;
+  std::unique_ptr<HttpServer> http;
+};
+
+absl::StatusOr<std::unique_ptr<S3Server>> S3Server::Start(io::Runtime& rt, store::Store& store,
+                                                          S3ServerOptions options) {
+  absl::StatusOr<io::SocketAddress> addr = io::SocketAddress::Parse(options.address);
+  if (!addr.ok()) return addr.status();
+  absl::StatusOr<CredentialSet> creds =
+      LoadOrCreateCredentials(options.credentials, options.data_dir);
+  if (!creds.ok()) return creds.status();
+  ServiceOptions so;
+  so.region = options.region;
+  so.credentials = *std::move(creds);
+  so.route.domains = options.domains;
+  auto impl = std::make_unique<Impl>();
+  impl->service = std::make_unique<S3Service>(store, std::move(so));
+  HttpServerOptions ho;
+  ho.idle_timeout = options.idle_timeout;
+  ho.max_connections = options.max_connections;
+  S3Service* svc = impl->service.get();
+  ho.error_body = [svc](int status, std::string_view why, std::string* type) {
+    return svc->ErrorBody(status, why, type);
+  };
+  absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(
+      rt, *addr, std::move(ho), [svc](HttpExchange& ex) { return svc->Handle(ex); });
+  if (!http.ok()) return http.status();
+  impl->http = *std::move(http);
+  return std::unique_ptr<S3Server>(new S3Server(std::move(impl)));
+}
+
+S3Server::S3Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+S3Server::~S3Server() { Stop(); }
+
+uint16_t S3Server::port() const { return impl_->http->port(); }
+
+std::string S3Server::address() const { return impl_->http->address().ToString(); }
+
+const std::vector<Credential>& S3Server::credentials() const {
+  return impl_->service->options().credentials.keys;
+}
+
+bool S3Server::generated_credentials() const {
+  return impl_->service->options().credentials.generated;
+}
+
+const std::string& S3Server::credentials_file() const {
+  return impl_->service->options().credentials.path;
+}
+
+void S3Server::Stop() {
+  if (impl_ && impl_->http) impl_->http->Stop();
+}
+
+}  // namespace openlake::s3

@@ -1,0 +1,156 @@
+// The object store of openlaked (see object_store.h).
+#include "object_store.h"
+
+#include <sys/stat.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "openlake/io/socket.h"
+#include "openlake/io/task.h"
+#include "openlake/log.h"
+#include "openlake/s3/server.h"
+#include "openlake/store/store.h"
+
+namespace {
+
+// How often the healer looks for queued repairs.
+constexpr auto kHealInterval = std::chrono::seconds(10);
+
+// The folder the data_dirs live in (where a generated S3 key pair is kept).
+std::string DataRoot(const openlake::Config& cfg) {
+  const std::filesystem::path first(cfg.data_dirs.front());
+  std::filesystem::path parent = first.parent_path();
+  return parent.empty() ? std::string(".") : parent.string();
+}
+
+}  // namespace
+
+struct ObjectStoreNode::Impl {
+  openlake::io::Runtime* rt = nullptr;
+  std::unique_ptr<openlake::store::Store> store;
+  std::unique_ptr<openlake::s3::S3Server> server;
+  std::thread healer;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+  bool heal_all = false;  // a drive was replaced: heal everything once
+
+  void HealLoop() {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!stopping) {
+      const bool all = heal_all;
+      heal_all = false;
+      if (all || store->heal_backlog() > 0) {
+        lock.unlock();
+        openlake::store::Store* st = store.get();
+        absl::StatusOr<openlake::store::HealResult> r = openlake::io::BlockOn(
+            *rt, 0, [st, all] { return all ? st->Heal("", "") : st->DrainHealQueue(); });
+        if (!r.ok()) {
+          OL_LOG(kWarning) << "openlaked: healing: " << r.status();
+        } else if (r->objects_healed > 0 || r->buckets_healed > 0 || r->objects_failed > 0) {
+          OL_LOG(kInfo) << "openlaked: healed " << r->objects_healed << " objects ("
+                        << r->shards_written << " shards, " << r->buckets_healed
+                        << " bucket folders); " << r->objects_failed << " could not be healed";
+        }
+        lock.lock();
+      }
+      cv.wait_for(lock, kHealInterval, [this] { return stopping; });
+    }
+  }
+};
+
+absl::StatusOr<std::unique_ptr<ObjectStoreNode>> ObjectStoreNode::Start(
+    const openlake::Config& cfg, openlake::io::Runtime& rt) {
+  if (cfg.data_dirs.empty()) {
+    return absl::InvalidArgumentError("the object store needs data_dirs");
+  }
+  // First start: none of the folders exist yet (the embedded default's ./data/d0..d3), so they
+  // are made, owner-only. Later a missing folder is a missing drive and stays missing: making
+  // it could put a drive's data on the wrong file system (an unmounted disk's mount point).
+  bool any = false;
+  for (const std::string& d : cfg.data_dirs) any = any || std::filesystem::exists(d);
+  if (!any) {
+    for (const std::string& d : cfg.data_dirs) {
+      std::error_code ec;
+      std::filesystem::create_directories(d, ec);
+      if (ec) return absl::InternalError(absl::StrCat("creating ", d, ": ", ec.message()));
+      chmod(d.c_str(), 0700);
+    }
+  }
+  openlake::store::StoreOptions so;
+  so.drives = cfg.data_dirs;
+  so.set_drive_count = cfg.data_dirs.size() < cfg.set_drive_count
+                           ? static_cast<int>(cfg.data_dirs.size())
+                           : static_cast<int>(cfg.set_drive_count);
+  so.parity = std::min<int>(static_cast<int>(cfg.default_parity_count), so.set_drive_count / 2);
+  auto impl = std::make_unique<Impl>();
+  impl->rt = &rt;
+  absl::StatusOr<std::unique_ptr<openlake::store::Store>> store =
+      openlake::store::Store::Open(std::move(so));
+  if (!store.ok()) return store.status();
+  impl->store = *std::move(store);
+
+  openlake::s3::S3ServerOptions o;
+  o.address = cfg.s3_addr;
+  o.region = cfg.region;
+  o.credentials = cfg.credentials;
+  o.data_dir = DataRoot(cfg);
+  absl::StatusOr<std::unique_ptr<openlake::s3::S3Server>> server =
+      openlake::s3::S3Server::Start(rt, *impl->store, std::move(o));
+  if (!server.ok()) return server.status();
+  impl->server = *std::move(server);
+
+  const openlake::store::Store& st = *impl->store;
+  int online = 0;
+  for (const openlake::store::DriveInfo& d : st.Drives()) {
+    online += d.online;
+    if (d.state == "replaced") impl->heal_all = true;
+    if (!d.online) {
+      std::printf("object store: drive %s is offline (%s)\n", d.path.c_str(), d.state.c_str());
+    }
+  }
+  std::printf("S3: http://%s (region %s) over %zu drive folders (%d online; %d set(s), "
+              "RS %d+%d)\n",
+              impl->server->address().c_str(), cfg.region.c_str(), cfg.data_dirs.size(), online,
+              st.set_count(), st.data_shards(), st.parity_shards());
+  if (impl->server->generated_credentials()) {
+    const openlake::Credential& k = impl->server->credentials().front();
+    std::printf("S3 credentials (generated; kept in %s, owner-only):\n"
+                "  access key: %s\n  secret key: %s\n",
+                impl->server->credentials_file().c_str(), k.access_key.c_str(),
+                k.secret_key.c_str());
+  } else if (!impl->server->credentials_file().empty()) {
+    std::printf("S3 credentials: from %s\n", impl->server->credentials_file().c_str());
+  }
+  auto parsed = openlake::io::SocketAddress::Parse(cfg.s3_addr);
+  if (parsed.ok() && !parsed->IsLoopback()) {
+    std::printf("S3 listens beyond loopback: every request must be signed (SigV4); traffic is "
+                "plain HTTP unless a TLS proxy is in front\n");
+  }
+  Impl* raw = impl.get();
+  impl->healer = std::thread([raw] { raw->HealLoop(); });
+  return std::unique_ptr<ObjectStoreNode>(new ObjectStoreNode(std::move(impl)));
+}
+
+ObjectStoreNode::ObjectStoreNode(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ObjectStoreNode::~ObjectStoreNode() { Stop(); }
+
+void ObjectStoreNode::Stop() {
+  if (!impl_) return;
+  if (impl_->server) impl_->server->Stop();
+  {
+    std::lock_guard<std::mutex> g(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->healer.joinable()) impl_->healer.join();
+  impl_->server.reset();
+  impl_->store.reset();
+}
