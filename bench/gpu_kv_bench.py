@@ -174,13 +174,15 @@ def main() -> int:
         result = {
             "bench": "gpu_kv", "gpu": torch.cuda.get_device_name(0), "block_bytes": block_bytes,
             "blocks_per_step": args.blocks, "steps": args.steps,
+            "save_crc_on_gpu": bool(ol.has_cuda_crc()),
             "slab_register_GBps": round(gbps(int(client.slab_bytes), register_s), 2),
             "torch_h2d_GBps": round(gbps(step_bytes, h2d), 2),
             "torch_d2h_GBps": round(gbps(step_bytes, d2h), 2),
             "torch_h2d_2MiB_pieces_GBps": round(gbps(step_bytes, h2d_2m), 2),
         }
         print(f"GPU {result['gpu']}: {args.steps} steps of {args.blocks} blocks of "
-              f"{block_bytes >> 20} MiB")
+              f"{block_bytes >> 20} MiB; save checksums on the "
+              f"{'GPU' if result['save_crc_on_gpu'] else 'host'}")
         print(f"  first use of the slab (CUDA registration, once): "
               f"{result['slab_register_GBps']} GB/s")
         for p, (save, load) in measured.items():

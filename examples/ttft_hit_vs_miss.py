@@ -14,12 +14,17 @@ For each prompt length (8K, 32K and 128K tokens by default):
         prompt has but its last token (as vLLM does: at least one token is computed) into other
         block ids, rebuilds the model's cache from the pages, and prefills only the remaining
         tokens. The loaded KV is then compared byte for byte with what the miss computed.
+        The rebuild is one gather per layer into a buffer with room for the tail, and the tail's
+        attention reads each KV head once (examples/ttft_tail.py); --compare also times the
+        plain path (a DynamicCache of contiguous copies, transformers' sdpa attention), and
+        --profile prints the top CUDA kernels of one more tail prefill of the longest prompt.
 
 Prints both times and their ratio per length (`--json` for one JSON object). Needs a CUDA GPU
 with room for the model (16 GB) and about three copies of the longest prompt's KV (16 GiB each
 at 128K); exits 77 where no GPU is visible. Starts its own openlaked unless --target is given.
 
     python3 examples/ttft_hit_vs_miss.py [--tokens 8192,32768,131072] [--json]
+                                         [--compare] [--profile]
 """
 
 import argparse
@@ -29,6 +34,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from ttft_tail import layer_kv, preallocated_cache, rebuild_layer, tail_attention
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = 16
@@ -45,11 +52,15 @@ def block_keys(tokens, n_blocks):
     return keys
 
 
-def layer_kv(cache, i):
-    """(keys, values) of layer i, each (1, kv_heads, tokens, head_size)."""
-    if hasattr(cache, "layers"):  # transformers >= 4.56
-        return cache.layers[i].keys, cache.layers[i].values
-    return cache.key_cache[i], cache.value_cache[i]
+def print_profile(torch, prof, rows=15):
+    """The top kernels of a torch.profiler run by self CUDA time."""
+    averages = prof.key_averages()
+    for key in ("self_device_time_total", "self_cuda_time_total"):
+        try:
+            print(averages.table(sort_by=key, row_limit=rows), flush=True)
+            return
+        except (AttributeError, KeyError, ValueError):
+            continue
 
 
 def main() -> int:
@@ -61,6 +72,10 @@ def main() -> int:
     ap.add_argument("--target", help="use a running daemon instead")
     ap.add_argument("--crc-threads", type=int, default=12)
     ap.add_argument("--chunk-blocks", type=int, default=1024, help="blocks per save/load call")
+    ap.add_argument("--compare", action="store_true",
+                    help="also time the plain rebuild and attention on the same loaded pages")
+    ap.add_argument("--profile", action="store_true",
+                    help="profile one more tail prefill of the longest prompt (top 15 kernels)")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "build/bindings/python"))
 
@@ -132,6 +147,25 @@ def main() -> int:
             out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
             return out.logits[0, -1].float(), out.past_key_values
 
+        @torch.inference_mode()
+        def rebuild(idx, full, n_tokens):
+            """The model's cache from the pages: one gather per layer into buffers with room
+            for the tail, which the prefill then fills in place."""
+            bufs = [rebuild_layer(torch, page_list[i], idx, BLOCK, n_tokens)
+                    for i in range(layers)]
+            return preallocated_cache(DynamicCache, bufs, full * BLOCK)
+
+        @torch.inference_mode()
+        def rebuild_plain(idx, full):
+            """The plain rebuild (--compare): gather, contiguous K and V, DynamicCache."""
+            cache = DynamicCache()
+            for i in range(layers):
+                kv = page_list[i].index_select(0, idx)  # (full, 2, 16, H, D)
+                k = kv[:, 0].reshape(full * BLOCK, kv_heads, head).permute(1, 0, 2)
+                v = kv[:, 1].reshape(full * BLOCK, kv_heads, head).permute(1, 0, 2)
+                cache.update(k.unsqueeze(0).contiguous(), v.unsqueeze(0).contiguous(), i)
+            return cache
+
         def run(n_tokens, report=True):
             g = torch.Generator().manual_seed(n_tokens)
             tokens = torch.randint(0, config.vocab_size, (n_tokens,), generator=g).tolist()
@@ -171,15 +205,10 @@ def main() -> int:
             if loaded != full:
                 raise SystemExit(f"{n_tokens}: loaded {loaded} of {full} blocks")
             idx = torch.tensor(target, device=dev)
-            cache = DynamicCache()
-            with torch.inference_mode():
-                for i in range(layers):
-                    kv = page_list[i].index_select(0, idx)  # (full, 2, 16, H, D)
-                    k = kv[:, 0].reshape(full * BLOCK, kv_heads, head).permute(1, 0, 2)
-                    v = kv[:, 1].reshape(full * BLOCK, kv_heads, head).permute(1, 0, 2)
-                    cache.update(k.unsqueeze(0).contiguous(), v.unsqueeze(0).contiguous(), i)
+            cache = rebuild(idx, full, n_tokens)
             t5 = sync_time()
-            hit_logits, hit_cache = prefill(ids[:, full * BLOCK:], cache)
+            with tail_attention(torch):
+                hit_logits, hit_cache = prefill(ids[:, full * BLOCK:], cache)
             t6 = sync_time()
 
             # The loaded KV is exactly what the miss computed.
@@ -202,14 +231,44 @@ def main() -> int:
                  "first_token_miss": int(miss_logits.argmax()),
                  "first_token_hit": int(hit_logits.argmax()),
                  "max_logit_diff": round(float((miss_logits - hit_logits).abs().max()), 4)}
-            del miss_cache, hit_cache, cache
+            del hit_cache, cache
             torch.cuda.empty_cache()
+            if args.compare:  # the plain path, on the same pages
+                t7 = sync_time()
+                cache = rebuild_plain(idx, full)
+                t8 = sync_time()
+                plain_logits, _ = prefill(ids[:, full * BLOCK:], cache)
+                t9 = sync_time()
+                r.update({"plain_rebuild_s": round(t8 - t7, 4),
+                          "plain_prefill_s": round(t9 - t8, 4),
+                          "first_token_plain": int(plain_logits.argmax())})
+                del cache
+                torch.cuda.empty_cache()
+            if args.profile and report and n_tokens == max(lengths):
+                from torch.profiler import ProfilerActivity, profile
+
+                cache = rebuild(idx, full, n_tokens)
+                torch.cuda.synchronize()
+                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                    with tail_attention(torch):
+                        prefill(ids[:, full * BLOCK:], cache)
+                    torch.cuda.synchronize()
+                print(f"profile: tail prefill of {n_tokens - full * BLOCK} tokens after "
+                      f"{full * BLOCK} cached", flush=True)
+                print_profile(torch, prof)
+                del cache
+                torch.cuda.empty_cache()
+            del miss_cache
             if report:
                 results.append(r)
                 print(f"{n_tokens:>7} tokens: TTFT miss {miss_s:.3f} s, hit {hit_s:.3f} s "
                       f"({r['speedup']}x; load {r['hit_load_s']} s at {r['hit_load_GBps']} GB/s, "
                       f"rebuild {r['hit_rebuild_s']} s, tail prefill {r['hit_prefill_s']} s); "
                       f"first token {r['first_token_miss']} / {r['first_token_hit']}", flush=True)
+                if args.compare:
+                    print(f"{'':>7}         plain path: rebuild {r['plain_rebuild_s']} s, tail "
+                          f"prefill {r['plain_prefill_s']} s, first token "
+                          f"{r['first_token_plain']}", flush=True)
 
         run(1024, report=False)  # warm-up: kernels chosen, the pool's first segments registered
         for n in lengths:

@@ -29,6 +29,14 @@ from openlake_client._openlake import (  # noqa: F401  (re-exported)
     version,
 )
 
+from openlake_client import _openlake
+
+# The GPU checksum (crc64_rows_device) exists only in a module built with -Dcuda=enabled (or by
+# tools/scripts/gpu_bundle.sh); has_cuda_crc() says whether this one has it.
+has_cuda_crc = getattr(_openlake, "has_cuda_crc", lambda: False)
+if has_cuda_crc():
+    crc64_rows_device = _openlake.crc64_rows_device
+
 __version__ = version()
 
 # States returned by Client.get, per key.
@@ -51,6 +59,7 @@ __all__ = [
     "crc64",
     "crc64_at",
     "crc64_many",
+    "has_cuda_crc",
     "version",
     "LOADED",
     "MISSING",

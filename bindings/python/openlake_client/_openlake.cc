@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -21,6 +22,13 @@
 #include "openlake/checksum.h"
 #include "openlake/kv/client.h"
 #include "openlake/version.h"
+
+#ifndef OL_HAVE_CUDA
+#define OL_HAVE_CUDA 0  // set to 1 by the build that links the GPU checksum (-Dcuda=enabled)
+#endif
+#if OL_HAVE_CUDA
+#include "cuda/crc64_rows.h"
+#endif
 
 namespace py = pybind11;
 using openlake::kv::BlockKey;
@@ -445,6 +453,29 @@ uint64_t Crc64At(uintptr_t addr, size_t len, uint64_t crc) {
   return openlake::Crc64(reinterpret_cast<const void*>(addr), len, crc);
 }
 
+#if OL_HAVE_CUDA
+// CRC-64/XZ of `rows` rows of `row_bytes` bytes at a device address, on the GPU, queued on
+// `stream` (a cudaStream_t as an integer: torch's Stream.cuda_stream); the results land in
+// `rows` uint64 at out_address (device memory) when the stream gets there.
+void Crc64RowsDevice(uintptr_t address, uint64_t row_bytes, uint64_t rows, uintptr_t out_address,
+                     uintptr_t stream) {
+  if ((address == 0 && rows * row_bytes != 0) || (out_address == 0 && rows != 0)) {
+    throw py::value_error("null address");
+  }
+  int err = 0;
+  {
+    py::gil_scoped_release nogil;
+    err = openlake::cuda::Crc64RowsDevice(reinterpret_cast<const void*>(address), row_bytes, rows,
+                                          reinterpret_cast<uint64_t*>(out_address),
+                                          reinterpret_cast<void*>(stream));
+  }
+  if (err != 0) {
+    throw std::runtime_error(std::string("crc64_rows_device: CUDA error ") + std::to_string(err) +
+                             ": " + openlake::cuda::Crc64RowsErrorString(err));
+  }
+}
+#endif
+
 }  // namespace
 
 PYBIND11_MODULE(_openlake, m) {
@@ -532,5 +563,13 @@ PYBIND11_MODULE(_openlake, m) {
         "CRC-64/XZ of host memory at an address.");
   m.def("crc64_many", &Crc64Many, py::arg("ranges"), py::arg("threads") = 1,
         "CRC-64/XZ of each (address, length) range, on up to `threads` threads.");
+#if OL_HAVE_CUDA
+  m.def("crc64_rows_device", &Crc64RowsDevice, py::arg("address"), py::arg("row_bytes"),
+        py::arg("rows"), py::arg("out_address"), py::arg("stream") = 0,
+        "Queues on `stream` the CRC-64/XZ of each of `rows` rows of `row_bytes` bytes at a CUDA "
+        "device address into `rows` uint64 at out_address (device memory).");
+#endif
+  m.def("has_cuda_crc", [] { return OL_HAVE_CUDA != 0; },
+        "Whether crc64_rows_device (the GPU checksum) was built in.");
   m.def("version", [] { return std::string(openlake::Version()); });
 }

@@ -5,9 +5,13 @@ blocks move in batches, never one copy call per layer and block:
 
   save:  per (layer, byte range) one gather (index_select) of every block of the step into a
          staging buffer laid out as OpenLake blocks; then the staged blocks cross to their
-         reserved slots (below) in up to 8 chunks, and each chunk is checksummed (CRC-64 of the
-         slots, on `crc_threads` host threads) as soon as it has landed, while the next ones
-         still cross; one Commit.
+         reserved slots (below) while they are checksummed; one Commit. With the KV cache on a
+         GPU and a module built with the GPU checksum (openlake_client.has_cuda_crc()), one
+         kernel on a side stream computes the CRC-64 of every staged block once the gather is
+         done, overlapping the crossing, and the step's m checksums come to the host in one
+         copy of 8·m bytes: the host never reads the slab. Otherwise the crossing runs in up to
+         8 chunks, and each chunk is checksummed in the slab (on `crc_threads` host threads)
+         as soon as it has landed, while the next ones still cross.
   load:  one Lookup (pins the hits); the slots cross into staging while the host checksums
          them (both only read the slab); the prefix whose CRC-64 matches what was committed is
          then scattered, per (layer, byte range) one index_copy_, into the KV cache (a corrupt
@@ -96,6 +100,9 @@ class TorchMover:
         self._crc_threads = crc_threads
         self._device = torch.device(layout.device)
         self._cuda = self._device.type == "cuda"
+        # Saves checksum the staged blocks on the GPU, on a stream of their own, when they can.
+        self._gpu_crc = self._cuda and openlake_client.has_cuda_crc()
+        self._crc_stream = torch.cuda.Stream(self._device) if self._gpu_crc else None
         self._bb = int(layout.block_bytes)
         self._slab_addr = int(client.slab_address)
         self._seg_off = int(client.slab_segments_offset)
@@ -296,6 +303,34 @@ class TorchMover:
                 self.profile.get("crc (inside the others)", 0.0) + time.perf_counter() - t)
         return out
 
+    def _crc_staged(self, staging: Any) -> Tuple[Any, Any, Any]:
+        """Queues the CRC-64 of each staging row on the GPU, on the checksum stream, once the
+        current stream (the gather) is past this point; the results cross to pinned host
+        memory. Returns (host results, event recorded after them, timing events or None)."""
+        torch = self._torch
+        m = staging.shape[0]
+        gathered = torch.cuda.Event()
+        gathered.record(torch.cuda.current_stream(self._device))
+        timing = None
+        with torch.cuda.stream(self._crc_stream):
+            self._crc_stream.wait_event(gathered)
+            out = torch.empty(m, dtype=torch.int64, device=self._device)
+            host = torch.empty(m, dtype=torch.int64, pin_memory=True)
+            if self.profile is not None:
+                timing = tuple(torch.cuda.Event(enable_timing=True) for _ in range(2))
+                timing[0].record(self._crc_stream)
+            openlake_client.crc64_rows_device(staging.data_ptr(), self._bb, m, out.data_ptr(),
+                                              self._crc_stream.cuda_stream)
+            if timing is not None:
+                timing[1].record(self._crc_stream)
+            host.copy_(out, non_blocking=True)
+            done = torch.cuda.Event()
+            done.record(self._crc_stream)
+        # The staging buffer is read on the checksum stream too: the allocator must not hand it
+        # out again before that stream is done with it.
+        staging.record_stream(self._crc_stream)
+        return host, done, timing
+
     def _stage(self, name: Any) -> None:
         """Profiling only: charges the time since the last stage to `name` (None: starts)."""
         if self.profile is None:
@@ -328,15 +363,11 @@ class TorchMover:
             (dst.view(torch.int64) if wide else dst)[:] = view.index_select(0, index[j])
         self._stage("save: gather")
         self._pin(offsets)
-        chunks = self._chunks(m)
-        events = self._cross(staging, offsets, True, chunks)
-        # Each chunk is checksummed (in the slab, what readers will verify) as soon as it landed,
-        # while the next chunks still cross.
-        crcs: List[int] = []
-        for (lo, hi), ev in zip(chunks, events):
-            if ev is not None:
-                ev.synchronize()
-            crcs += self._crc(offsets[lo:hi])
+        try:
+            crcs = self._cross_and_crc(staging, offsets)
+        except Exception:
+            self._client.release([], [int(g[0]) for g in grants], False)
+            raise
         self._stage("save: cross + crc")
         entries = [(int(g[0]), keys[i], crcs[i], first_depth + i) for i, g in enumerate(grants)]
         try:
@@ -346,6 +377,34 @@ class TorchMover:
             raise
         self._stage("save: commit")
         return m
+
+    def _cross_and_crc(self, staging: Any, offsets: List[int]) -> List[int]:
+        """Copies the staged blocks to their slots and returns their CRC-64s, once both are
+        done (the slots then hold what the checksums cover)."""
+        m = len(offsets)
+        if self._gpu_crc:
+            # The checksums of the staged bytes (exactly what crosses) are computed on the GPU
+            # while the copies run; one crossing, not chunks: no host work waits on them.
+            host, done, timing = self._crc_staged(staging)
+            events = self._cross(staging, offsets, True, [(0, m)])
+            done.synchronize()
+            for ev in events:
+                ev.synchronize()
+            if timing is not None:
+                self.profile["crc on GPU (inside the others)"] = (
+                    self.profile.get("crc on GPU (inside the others)", 0.0)
+                    + timing[0].elapsed_time(timing[1]) / 1e3)
+            return [c & 0xFFFFFFFFFFFFFFFF for c in host.tolist()]
+        chunks = self._chunks(m)
+        events = self._cross(staging, offsets, True, chunks)
+        # Each chunk is checksummed (in the slab, what readers will verify) as soon as it landed,
+        # while the next chunks still cross.
+        crcs: List[int] = []
+        for (lo, hi), ev in zip(chunks, events):
+            if ev is not None:
+                ev.synchronize()
+            crcs += self._crc(offsets[lo:hi])
+        return crcs
 
     # ---- Load: slab → KV cache ----------------------------------------------------------------
 
