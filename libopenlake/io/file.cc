@@ -75,6 +75,14 @@ absl::StatusOr<File> File::Open(const std::string& path, int flags, mode_t mode)
   return f;
 }
 
+absl::StatusOr<File> File::OpenBuffered(const std::string& path, int flags, mode_t mode) {
+  File f;
+  f.path_ = path;
+  f.fd_ = open(path.c_str(), (flags & ~O_DIRECT) | O_CLOEXEC, mode);
+  if (f.fd_ < 0) return ErrnoStatus(errno, StrCat("open ", path));
+  return f;
+}
+
 bool File::CanDirect(const void* buf, uint64_t len, uint64_t offset) const {
   if (direct_fd_ < 0) return false;
   const uint64_t mask = align_ - 1;

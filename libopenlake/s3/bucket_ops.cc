@@ -67,7 +67,8 @@ io::Task<void> DeleteBucket(Call& c) {
 }
 
 io::Task<void> HeadBucket(Call& c) {
-  if (!co_await BucketExists(c)) co_return;
+  const bool exists = co_await BucketExists(c);
+  if (!exists) co_return;
   c.ex.AddHeader("x-amz-bucket-region", c.opts.region);
   co_await c.Empty(200);
 }

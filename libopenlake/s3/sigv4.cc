@@ -78,12 +78,31 @@ std::string FormatAmzDate(int64_t t) {
   return buf;
 }
 
-std::array<uint8_t, 32> SigningKey(std::string_view secret, const Credential& c) {
+std::array<uint8_t, 32> DeriveSigningKey(std::string_view secret, const Credential& c) {
   const std::string k0 = "AWS4" + std::string(secret);
   auto k1 = HmacSha256(k0, c.date);
   auto k2 = HmacSha256({reinterpret_cast<const char*>(k1.data()), k1.size()}, c.region);
   auto k3 = HmacSha256({reinterpret_cast<const char*>(k2.data()), k2.size()}, c.service);
   return HmacSha256({reinterpret_cast<const char*>(k3.data()), k3.size()}, "aws4_request");
+}
+
+// The signing key changes once a day per access key: each reactor thread keeps the last few it
+// derived (four HMACs saved per request), looked up by everything that goes into them.
+std::array<uint8_t, 32> SigningKey(std::string_view secret, const Credential& c) {
+  struct Entry {
+    std::string id;  // secret, date, region, service
+    std::array<uint8_t, 32> key;
+  };
+  thread_local std::array<Entry, 8> cache;
+  thread_local size_t next = 0;
+  std::string id = StrCat(secret, "\n", c.date, "\n", c.region, "\n", c.service);
+  for (const Entry& e : cache) {
+    if (e.id == id) return e.key;
+  }
+  Entry& e = cache[next++ % cache.size()];
+  e.id = std::move(id);
+  e.key = DeriveSigningKey(secret, c);
+  return e.key;
 }
 
 std::string Sign(const std::array<uint8_t, 32>& key, std::string_view string_to_sign) {

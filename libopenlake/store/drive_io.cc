@@ -35,7 +35,7 @@ uint64_t ShardBlockLen(uint64_t part_size, uint64_t b, uint32_t k, uint32_t bloc
 }
 
 io::Task<absl::StatusOr<std::string>> ReadWholeFile(FileBackend& fs, std::string path) {
-  OL_CO_ASSIGN_OR_RETURN(std::unique_ptr<FileHandle> f, fs.Open(path, OpenMode::kRead));
+  OL_CO_ASSIGN_OR_RETURN(std::unique_ptr<FileHandle> f, fs.Open(path, OpenMode::kReadSmall));
   OL_CO_ASSIGN_OR_RETURN(uint64_t size, f->Size());
   if (size > (256u << 20)) {
     co_return absl::DataLossError(StrCat(fs.root(), "/", path, ": ", size,

@@ -151,6 +151,7 @@ class Engine final : public Store {
   io::Task<absl::StatusOr<HealResult>> HealObject(std::string bucket, std::string key) override;
   size_t heal_backlog() const override;
   io::Task<absl::StatusOr<HealResult>> DrainHealQueue() override;
+  absl::StatusOr<int> RestoreDrives() override;
 
   // ---- Shared by the files of the engine.
   const StoreOptions& options() const { return opts_; }

@@ -6,6 +6,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <filesystem>
 #include <map>
 
 #include "absl/time/clock.h"
@@ -357,6 +358,31 @@ absl::Status Engine::LoadDrives() {
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<int> Engine::RestoreDrives() {
+  int restored = 0;
+  for (auto& dp : drives_) {
+    Drive& d = *dp;
+    if (!d.online.load() || d.fs == nullptr) continue;
+    absl::StatusOr<bool> has = d.fs->Exists(kFormatFile);
+    if (has.ok() && *has) continue;
+    // The folder (or its identity) is gone: recreate both, with the same drive id and place.
+    std::error_code ec;
+    std::filesystem::create_directories(d.path, ec);
+    if (ec) return absl::InternalError(StrCat("store: recreating ", d.path, ": ", ec.message()));
+    OL_RETURN_IF_ERROR(d.fs->MakeDirs(kSysDir, ""));
+    const std::string fmt = d.path + "/" + std::string(kFormatFile);
+    OL_RETURN_IF_ERROR(io::AtomicWriteFileSync(fmt, FormatJson(d.format), 0600));
+    // The lock followed the old file into oblivion: take it again on the new one.
+    if (d.lock_fd >= 0) close(d.lock_fd);
+    d.lock_fd = open(fmt.c_str(), O_RDONLY | O_CLOEXEC);
+    if (d.lock_fd >= 0) (void)flock(d.lock_fd, LOCK_EX | LOCK_NB);
+    OL_LOG(kWarning) << "store: drive " << d.path << " lost its folder or identity while "
+                     << "running: restored in place; a heal rebuilds its contents";
+    ++restored;
+  }
+  return restored;
 }
 
 std::vector<DriveInfo> Engine::Drives() const {

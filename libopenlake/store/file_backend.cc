@@ -96,6 +96,10 @@ class LocalBackend final : public FileBackend {
       if (fd < 0) return ErrnoStatus(errno, StrCat("open folder ", full));
       return std::unique_ptr<FileHandle>(new LocalDir(fd, full));
     }
+    if (mode == OpenMode::kReadSmall) {
+      OL_ASSIGN_OR_RETURN(io::File f, io::File::OpenBuffered(full, O_RDONLY, 0600));
+      return std::unique_ptr<FileHandle>(new LocalFile(std::move(f)));
+    }
     const int flags = mode == OpenMode::kRead ? O_RDONLY : (O_WRONLY | O_CREAT | O_TRUNC);
     OL_ASSIGN_OR_RETURN(io::File f, io::File::Open(full, flags, 0600));
     return std::unique_ptr<FileHandle>(new LocalFile(std::move(f)));

@@ -19,9 +19,6 @@
 
 namespace {
 
-// How often the healer looks for queued repairs.
-constexpr auto kHealInterval = std::chrono::seconds(10);
-
 // The folder the data_dirs live in (where a generated S3 key pair is kept).
 std::string DataRoot(const openlake::Config& cfg) {
   const std::filesystem::path first(cfg.data_dirs.front());
@@ -40,10 +37,18 @@ struct ObjectStoreNode::Impl {
   std::condition_variable cv;
   bool stopping = false;
   bool heal_all = false;  // a drive was replaced: heal everything once
+  std::chrono::seconds interval{10};
 
   void HealLoop() {
     std::unique_lock<std::mutex> lock(mu);
     while (!stopping) {
+      // A drive folder removed or emptied under us gets its identity back, then a full heal.
+      absl::StatusOr<int> restored = store->RestoreDrives();
+      if (!restored.ok()) {
+        OL_LOG(kWarning) << "openlaked: checking drives: " << restored.status();
+      } else if (*restored > 0) {
+        heal_all = true;
+      }
       const bool all = heal_all;
       heal_all = false;
       if (all || store->heal_backlog() > 0) {
@@ -60,7 +65,7 @@ struct ObjectStoreNode::Impl {
         }
         lock.lock();
       }
-      cv.wait_for(lock, kHealInterval, [this] { return stopping; });
+      cv.wait_for(lock, interval, [this] { return stopping; });
     }
   }
 };
@@ -69,6 +74,11 @@ absl::StatusOr<std::unique_ptr<ObjectStoreNode>> ObjectStoreNode::Start(
     const openlake::Config& cfg, openlake::io::Runtime& rt) {
   if (cfg.data_dirs.empty()) {
     return absl::InvalidArgumentError("the object store needs data_dirs");
+  }
+  if (cfg.s3_tls) {
+    return absl::UnimplementedError(
+        "[s3_tls]: TLS for S3 is not part of this build; serve it through a TLS proxy (and "
+        "remove [s3_tls]) rather than have it fall back to plain HTTP");
   }
   // First start: none of the folders exist yet (the embedded default's ./data/d0..d3), so they
   // are made, owner-only. Later a missing folder is a missing drive and stays missing: making
@@ -91,6 +101,7 @@ absl::StatusOr<std::unique_ptr<ObjectStoreNode>> ObjectStoreNode::Start(
   so.parity = std::min<int>(static_cast<int>(cfg.default_parity_count), so.set_drive_count / 2);
   auto impl = std::make_unique<Impl>();
   impl->rt = &rt;
+  impl->interval = std::chrono::seconds(cfg.heal_interval_secs);
   absl::StatusOr<std::unique_ptr<openlake::store::Store>> store =
       openlake::store::Store::Open(std::move(so));
   if (!store.ok()) return store.status();

@@ -93,6 +93,8 @@ struct Config {
   std::string rpc_secret;
   // Path of the KV pool's Unix socket; empty = a per-user runtime folder (docs/kv-pool.md).
   std::string kv_socket;
+  // How often the object store's healer checks its drives and repairs what reads found damaged.
+  uint32_t heal_interval_secs = 10;
   // CPUs to run reactors on; empty = every CPU in the process's affinity mask.
   std::vector<int> cores;
   // Where the config came from, for messages ("<embedded default>" or a path).

@@ -48,6 +48,10 @@ class OL_EXPORT File {
   // `flags` as for open(2) (O_DIRECT is added by File itself). Errors: NotFound,
   // PermissionDenied, InvalidArgument, ...
   static absl::StatusOr<File> Open(const std::string& path, int flags, mode_t mode = 0644);
+  // The buffered descriptor alone (no O_DIRECT one, no alignment probe): for small files read
+  // or written whole, where the second open would double the system calls.
+  static absl::StatusOr<File> OpenBuffered(const std::string& path, int flags,
+                                           mode_t mode = 0644);
 
   bool is_open() const { return fd_ >= 0; }
   int fd() const { return fd_; }                // buffered descriptor

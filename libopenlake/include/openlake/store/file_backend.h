@@ -49,6 +49,7 @@ class OL_EXPORT FileHandle {
 
 enum class OpenMode {
   kRead,       // an existing file, read-only
+  kReadSmall,  // the same, for a small file read whole (metadata): no O_DIRECT descriptor
   kCreate,     // create or truncate, write-only
   kDirectory,  // an existing folder, for Sync
 };

@@ -336,6 +336,11 @@ class OL_EXPORT Store {
   virtual size_t heal_backlog() const = 0;
   // Repairs queued objects until the queue is empty (for a timer of the embedding program).
   virtual io::Task<absl::StatusOr<HealResult>> DrainHealQueue() = 0;
+  // Checks that every online drive still has its folder and identity (format.json). One whose
+  // folder was removed or emptied while the engine ran gets them back in place, as the
+  // replacement of itself, so that a Heal("", "") rebuilds its buckets and shards. Returns how
+  // many drives it restored. Blocking (a few stat calls per drive); not from a reactor.
+  virtual absl::StatusOr<int> RestoreDrives() = 0;
 };
 
 }  // namespace openlake::store
