@@ -30,9 +30,11 @@ io::Task<void> ListBuckets(Call& c) {
 }
 
 io::Task<void> CreateBucket(Call& c) {
-  if (!co_await WriteHeadersSupported(c)) co_return;
+  const bool supported = co_await WriteHeadersSupported(c);
+  if (!supported) co_return;
   std::string doc;
-  if (!co_await ReadDocument(c, 64 << 10, &doc)) co_return;
+  const bool have_doc = co_await ReadDocument(c, 64 << 10, &doc);
+  if (!have_doc) co_return;
   if (!doc.empty()) {
     absl::StatusOr<std::string> region = ParseLocationConstraint(doc);
     if (!region.ok()) {
@@ -74,14 +76,16 @@ io::Task<void> HeadBucket(Call& c) {
 }
 
 io::Task<void> GetBucketLocation(Call& c) {
-  if (!co_await BucketExists(c)) co_return;
+  const bool exists = co_await BucketExists(c);
+  if (!exists) co_return;
   XmlWriter w("LocationConstraint");
   if (c.opts.region != "us-east-1") w.Text(c.opts.region);  // S3: empty for us-east-1
   co_await c.Xml(200, w.Finish());
 }
 
 io::Task<void> GetBucketVersioning(Call& c) {
-  if (!co_await BucketExists(c)) co_return;
+  const bool exists = co_await BucketExists(c);
+  if (!exists) co_return;
   XmlWriter w("VersioningConfiguration");  // never enabled: no Status element
   co_await c.Xml(200, w.Finish());
 }

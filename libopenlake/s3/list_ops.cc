@@ -69,7 +69,8 @@ io::Task<void> ListObjects(Call& c, bool v2) {
   const Route& r = c.route;
   int max_keys = 0;
   bool url = false;
-  if (!co_await ListingParams(c, "max-keys", &max_keys, &url)) co_return;
+  const bool params_ok = co_await ListingParams(c, "max-keys", &max_keys, &url);
+  if (!params_ok) co_return;
   auto enc = [url](std::string_view s) { return url ? UriEncode(s, true) : std::string(s); };
   store::ListOptions lo;
   lo.prefix = ParamOr(r, "prefix");
@@ -133,7 +134,8 @@ io::Task<void> ListMultipartUploads(Call& c) {
   const Route& r = c.route;
   int max_uploads = 0;
   bool url = false;
-  if (!co_await ListingParams(c, "max-uploads", &max_uploads, &url)) co_return;
+  const bool params_ok = co_await ListingParams(c, "max-uploads", &max_uploads, &url);
+  if (!params_ok) co_return;
   auto enc = [url](std::string_view s) { return url ? UriEncode(s, true) : std::string(s); };
   store::ListUploadsOptions lo;
   lo.prefix = ParamOr(r, "prefix");

@@ -34,7 +34,8 @@ constexpr std::string_view kBadPartNumber =
 
 io::Task<void> CreateMultipartUpload(Call& c) {
   store::PutOptions po;
-  if (!co_await WriteOptions(c, &po)) co_return;
+  const bool options_ok = co_await WriteOptions(c, &po);
+  if (!options_ok) co_return;
   absl::StatusOr<std::string> id =
       co_await c.store.CreateUpload(c.route.bucket, c.route.key, std::move(po));
   if (!id.ok()) {
@@ -128,7 +129,8 @@ io::Task<void> UploadPartCopy(Call& c) {
 
 io::Task<void> CompleteMultipartUpload(Call& c) {
   std::string doc;
-  if (!co_await ReadDocument(c, c.opts.max_xml_bytes, &doc)) co_return;
+  const bool have_doc = co_await ReadDocument(c, c.opts.max_xml_bytes, &doc);
+  if (!have_doc) co_return;
   absl::StatusOr<std::vector<CompletedPart>> parsed = ParseCompleteMultipartUpload(doc);
   if (!parsed.ok()) {
     co_await c.Error("MalformedXML", 400,

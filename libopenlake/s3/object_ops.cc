@@ -37,7 +37,8 @@ bool Resolve(const store::RangeSpec& r, uint64_t size, uint64_t* first, uint64_t
 
 io::Task<void> PutObject(Call& c) {
   store::PutOptions po;
-  if (!co_await WriteOptions(c, &po)) co_return;
+  const bool options_ok = co_await WriteOptions(c, &po);
+  if (!options_ok) co_return;
   PayloadReader body(c.ex, c.auth);
   if (!body.Init()) {
     co_await c.Error(body.error());
@@ -115,7 +116,8 @@ io::Task<void> GetObject(Call& c, bool head) {
 }
 
 io::Task<void> CopyObject(Call& c) {
-  if (!co_await WriteHeadersSupported(c)) co_return;
+  const bool supported = co_await WriteHeadersSupported(c);
+  if (!supported) co_return;
   std::string src_bucket, src_key;
   S3Error err;
   if (!ParseCopySource(c.req, &src_bucket, &src_key, &err)) {
@@ -173,9 +175,11 @@ io::Task<void> DeleteObject(Call& c) {
 }
 
 io::Task<void> DeleteObjects(Call& c) {
-  if (!co_await BucketExists(c)) co_return;
+  const bool exists = co_await BucketExists(c);
+  if (!exists) co_return;
   std::string doc;
-  if (!co_await ReadDocument(c, c.opts.max_xml_bytes, &doc)) co_return;
+  const bool have_doc = co_await ReadDocument(c, c.opts.max_xml_bytes, &doc);
+  if (!have_doc) co_return;
   absl::StatusOr<DeleteRequest> req = ParseDelete(doc);
   if (!req.ok()) {
     co_await c.Error("MalformedXML", 400,

@@ -104,7 +104,8 @@ io::Task<bool> WriteHeadersSupported(Call& c) {
 }
 
 io::Task<bool> WriteOptions(Call& c, store::PutOptions* po) {
-  if (!co_await WriteHeadersSupported(c)) co_return false;
+  const bool supported = co_await WriteHeadersSupported(c);
+  if (!supported) co_return false;
   S3Error err;
   if (!PutOptionsFrom(c.req, po, &err)) {
     co_await c.Error(std::move(err));

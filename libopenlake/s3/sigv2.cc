@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+
 #include "common/strings.h"
 #include "s3/fields.h"
 
@@ -19,12 +20,31 @@ namespace openlake::s3 {
 namespace {
 
 // Sub-resources that are part of the canonical resource (with their values), sorted.
-constexpr std::string_view kSubresources[] = {
-    "acl", "cors", "delete", "lifecycle", "location", "logging", "notification", "partNumber",
-    "policy", "requestPayment", "response-cache-control", "response-content-disposition",
-    "response-content-encoding", "response-content-language", "response-content-type",
-    "response-expires", "restore", "tagging", "torrent", "uploadId", "uploads", "versionId",
-    "versioning", "versions", "website"};
+constexpr std::string_view kSubresources[] = {"acl",
+                                              "cors",
+                                              "delete",
+                                              "lifecycle",
+                                              "location",
+                                              "logging",
+                                              "notification",
+                                              "partNumber",
+                                              "policy",
+                                              "requestPayment",
+                                              "response-cache-control",
+                                              "response-content-disposition",
+                                              "response-content-encoding",
+                                              "response-content-language",
+                                              "response-content-type",
+                                              "response-expires",
+                                              "restore",
+                                              "tagging",
+                                              "torrent",
+                                              "uploadId",
+                                              "uploads",
+                                              "versionId",
+                                              "versioning",
+                                              "versions",
+                                              "website"};
 
 std::string HmacSha1Base64(std::string_view key, std::string_view data) {
   unsigned char out[EVP_MAX_MD_SIZE];
@@ -67,22 +87,25 @@ SigV4Result VerifySigV2(const SigV4Request& req, std::string_view bucket_from_ho
     std::string_view v = std::string_view(authorization->value).substr(4);
     const size_t colon = v.rfind(':');
     if (colon == std::string_view::npos || colon == 0 || colon + 1 == v.size()) {
-      return AuthError("InvalidArgument", 400, "Authorization header is invalid: AWS key:signature");
+      return AuthError("InvalidArgument", 400,
+                       "Authorization header is invalid: AWS key:signature");
     }
     access_key = std::string(v.substr(0, colon));
     signature = std::string(v.substr(colon + 1));
     const Header* amz_date = FindHeader(headers, "x-amz-date");
     const Header* date = FindHeader(headers, "date");
-    std::optional<absl::Time> t =
-        ParseHttpDate(amz_date != nullptr ? amz_date->value : date ? date->value : "");
+    std::optional<absl::Time> t = ParseHttpDate(amz_date != nullptr ? amz_date->value
+                                                : date              ? date->value
+                                                                    : "");
     if (!t) {
       return AuthError("AccessDenied", 403,
-                   "AWS authentication requires a valid Date or x-amz-date header");
+                       "AWS authentication requires a valid Date or x-amz-date header");
     }
     const int64_t ts = absl::ToUnixSeconds(*t);
     if (ts > now_unix + options.max_skew_s || ts < now_unix - options.max_skew_s) {
-      return AuthError("RequestTimeTooSkewed", 403,
-                   "The difference between the request time and the server's time is too large.");
+      return AuthError(
+          "RequestTimeTooSkewed", 403,
+          "The difference between the request time and the server's time is too large.");
     }
     // With x-amz-date the Date line is empty (the header is signed among the x-amz-*).
     date_field = amz_date != nullptr ? "" : date->value;
@@ -104,7 +127,7 @@ SigV4Result VerifySigV2(const SigV4Request& req, std::string_view bucket_from_ho
   std::optional<std::string> secret = secrets(access_key);
   if (!secret) {
     return AuthError("InvalidAccessKeyId", 403,
-                 "The AWS Access Key Id you provided does not exist in our records.");
+                     "The AWS Access Key Id you provided does not exist in our records.");
   }
   // x-amz-* headers, lower case, sorted, repeated ones joined by commas.
   std::map<std::string, std::string> amz;
@@ -138,8 +161,8 @@ SigV4Result VerifySigV2(const SigV4Request& req, std::string_view bucket_from_ho
   if (expected.size() != signature.size() ||
       CRYPTO_memcmp(expected.data(), signature.data(), expected.size()) != 0) {
     return AuthError("SignatureDoesNotMatch", 403,
-                 "The request signature we calculated does not match the signature you "
-                 "provided. Check your key and signing method.");
+                     "The request signature we calculated does not match the signature you "
+                     "provided. Check your key and signing method.");
   }
   r.access_key = access_key;
   r.region = std::string(region);

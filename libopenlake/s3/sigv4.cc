@@ -58,8 +58,8 @@ bool ParseCredential(std::string_view v, Credential* c) {
     if (slash == std::string_view::npos) break;
     start = slash + 1;
   }
-  if (parts.size() != 5 || parts[4] != "aws4_request" || parts[0].empty() ||
-      parts[1].size() != 8 || !IsDigits(parts[1]) || parts[2].empty() || parts[3].empty()) {
+  if (parts.size() != 5 || parts[4] != "aws4_request" || parts[0].empty() || parts[1].size() != 8 ||
+      !IsDigits(parts[1]) || parts[2].empty() || parts[3].empty()) {
     return false;
   }
   c->access_key = std::string(parts[0]);
@@ -239,7 +239,7 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
     }
     if (!have_cred || !have_signed || !have_sig || signature.size() != 64) {
       return AuthError("AuthorizationHeaderMalformed", 400,
-                   "the authorization header needs Credential, SignedHeaders and Signature");
+                       "the authorization header needs Credential, SignedHeaders and Signature");
     }
     const Header* date = FindHeader(headers, "x-amz-date");
     std::optional<int64_t> t;
@@ -254,20 +254,21 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
     }
     if (!t) return AuthError("AccessDenied", 403, "missing or malformed X-Amz-Date");
     if (*t > now_unix + options.max_skew_s || *t < now_unix - options.max_skew_s) {
-      return AuthError("RequestTimeTooSkewed", 403,
-                   "The difference between the request time and the server's time is too large.");
+      return AuthError(
+          "RequestTimeTooSkewed", 403,
+          "The difference between the request time and the server's time is too large.");
     }
     const Header* payload = FindHeader(headers, "x-amz-content-sha256");
     if (payload == nullptr) {
       return AuthError("InvalidRequest", 400,
-                   "Missing required header for this request: x-amz-content-sha256");
+                       "Missing required header for this request: x-amz-content-sha256");
     }
     r.payload = payload->value;
   } else if (const std::string* alg = param("X-Amz-Algorithm"); alg != nullptr) {
     r.presigned = true;
     if (*alg != kAlgorithm) {
-      return AuthError("AuthorizationQueryParametersError", 400, "X-Amz-Algorithm must be " +
-                                                                  std::string(kAlgorithm));
+      return AuthError("AuthorizationQueryParametersError", 400,
+                       "X-Amz-Algorithm must be " + std::string(kAlgorithm));
     }
     const std::string* c = param("X-Amz-Credential");
     const std::string* d = param("X-Amz-Date");
@@ -278,13 +279,13 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
         !ParseCredential(*c, &cred) || sg->size() != 64 || e->empty() || e->size() > 7 ||
         !IsDigits(*e)) {
       return AuthError("AuthorizationQueryParametersError", 400,
-                   "a presigned URL needs X-Amz-Credential, X-Amz-Date, X-Amz-Expires, "
-                   "X-Amz-SignedHeaders and X-Amz-Signature");
+                       "a presigned URL needs X-Amz-Credential, X-Amz-Date, X-Amz-Expires, "
+                       "X-Amz-SignedHeaders and X-Amz-Signature");
     }
     const int64_t expires = std::stoll(*e);
     if (expires < 1 || expires > options.max_presign_expires_s) {
       return AuthError("AuthorizationQueryParametersError", 400,
-                   "X-Amz-Expires must be between 1 and 604800 seconds");
+                       "X-Amz-Expires must be between 1 and 604800 seconds");
     }
     const std::optional<int64_t> t = ParseAmzDate(*d);
     if (!t) return AuthError("AuthorizationQueryParametersError", 400, "malformed X-Amz-Date");
@@ -309,17 +310,19 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
   }
 
   if (r.amz_date.substr(0, 8) != cred.date) {
-    return AuthError(r.presigned ? "AuthorizationQueryParametersError" : "AuthorizationHeaderMalformed",
-                 400, "the credential's date does not match the request's date");
+    return AuthError(
+        r.presigned ? "AuthorizationQueryParametersError" : "AuthorizationHeaderMalformed", 400,
+        "the credential's date does not match the request's date");
   }
   if (std::find(signed_headers.begin(), signed_headers.end(), "host") == signed_headers.end()) {
-    return AuthError(r.presigned ? "AuthorizationQueryParametersError" : "AuthorizationHeaderMalformed",
-                 400, "the host header must be signed");
+    return AuthError(
+        r.presigned ? "AuthorizationQueryParametersError" : "AuthorizationHeaderMalformed", 400,
+        "the host header must be signed");
   }
   const std::optional<std::string> secret = secrets(cred.access_key);
   if (!secret) {
     return AuthError("InvalidAccessKeyId", 403,
-                 "The AWS Access Key Id you provided does not exist in our records.");
+                     "The AWS Access Key Id you provided does not exist in our records.");
   }
 
   // The canonical request.
@@ -347,9 +350,9 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
   for (size_t i = 0; i < signed_headers.size(); ++i) {
     const std::string& name = signed_headers[i];
     if (name.empty() || AsciiLower(name) != name) {
-      return AuthError(r.presigned ? "AuthorizationQueryParametersError"
-                               : "AuthorizationHeaderMalformed",
-                   400, "malformed SignedHeaders");
+      return AuthError(
+          r.presigned ? "AuthorizationQueryParametersError" : "AuthorizationHeaderMalformed", 400,
+          "malformed SignedHeaders");
     }
     std::string value;
     bool found = false;
@@ -361,7 +364,7 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
     }
     if (!found) {
       return AuthError("SignatureDoesNotMatch", 403,
-                   "a signed header is missing from the request: " + name);
+                       "a signed header is missing from the request: " + name);
     }
     rest.append(name).append(":").append(value).append("\n");
     if (i > 0) signed_list.push_back(';');
@@ -375,8 +378,8 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
     std::string canonical;
     canonical.reserve(canonical_path.size() + rest.size() + 16);
     canonical.append(req.method).append("\n").append(canonical_path).append("\n").append(rest);
-    const std::string string_to_sign = std::string(kAlgorithm) + "\n" + r.amz_date + "\n" +
-                                       r.scope + "\n" + Sha256Hex(canonical);
+    const std::string string_to_sign =
+        std::string(kAlgorithm) + "\n" + r.amz_date + "\n" + r.scope + "\n" + Sha256Hex(canonical);
     return SameSignature(Sign(r.signing_key, string_to_sign), signature);
   };
   bool ok = matches(req.path);
@@ -386,8 +389,8 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
   }
   if (!ok) {
     return AuthError("SignatureDoesNotMatch", 403,
-                 "The request signature we calculated does not match the signature you "
-                 "provided. Check your key and signing method.");
+                     "The request signature we calculated does not match the signature you "
+                     "provided. Check your key and signing method.");
   }
   r.access_key = cred.access_key;
   r.region = cred.region;

@@ -372,6 +372,9 @@ absl::StatusOr<int> Engine::RestoreDrives() {
     std::filesystem::create_directories(d.path, ec);
     if (ec) return absl::InternalError(StrCat("store: recreating ", d.path, ": ", ec.message()));
     OL_RETURN_IF_ERROR(d.fs->MakeDirs(kSysDir, ""));
+    for (std::string_view dir : {kTmpDir, kTrashDir, kBucketMetaDir, kMultipartDir}) {
+      OL_RETURN_IF_ERROR(d.fs->MakeDirs(dir, ""));
+    }
     const std::string fmt = d.path + "/" + std::string(kFormatFile);
     OL_RETURN_IF_ERROR(io::AtomicWriteFileSync(fmt, FormatJson(d.format), 0600));
     // The lock followed the old file into oblivion: take it again on the new one.

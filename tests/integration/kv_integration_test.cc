@@ -197,9 +197,10 @@ std::unique_ptr<Client> Connect(const std::string& addr, ClientOptions o = {}) {
 
 }  // namespace
 
-TEST_CASE("openlaked with no arguments serves the KV pool on 127.0.0.1:9400", "[integration]") {
-  if (PortBusy(9400)) {
-    WARN("port 9400 is in use on this machine: skipped");
+TEST_CASE("openlaked with no arguments serves the KV pool on 127.0.0.1:9400 and S3 on :9000",
+          "[integration]") {
+  if (PortBusy(9400) || PortBusy(9000)) {
+    WARN("port 9400 or 9000 is in use on this machine: skipped");
     return;
   }
   TempDir dir;
@@ -207,6 +208,21 @@ TEST_CASE("openlaked with no arguments serves the KV pool on 127.0.0.1:9400", "[
   REQUIRE(d.Start(dir.path()));
   INFO(d.Output());
   CHECK(d.tcp() == "127.0.0.1:9400");
+  // The object store: four drive folders made under ./data, a key pair generated, kept
+  // owner-only and printed, S3 on loopback (printed after the KV pool's line).
+  for (int i = 0; i < 100 && d.Output().find("secret key:") == std::string::npos; ++i) {
+    usleep(50 * 1000);
+  }
+  CHECK(d.Output().find("S3: http://127.0.0.1:9000 (region us-east-1) over 4 drive folders") !=
+        std::string::npos);
+  CHECK(d.Output().find("access key: OL") != std::string::npos);
+  struct stat cred;
+  REQUIRE(stat((dir.path() + "/data/.openlake-credentials.toml").c_str(), &cred) == 0);
+  CHECK((cred.st_mode & 0777) == 0600);
+  for (const char* drive : {"/data/d0", "/data/d1", "/data/d2", "/data/d3"}) {
+    struct stat ds;
+    CHECK(stat((dir.path() + drive + "/.openlake.sys/format.json").c_str(), &ds) == 0);
+  }
   auto c = Connect("127.0.0.1:9400");
   CHECK(c->has_slab());
   auto st = c->Stats();

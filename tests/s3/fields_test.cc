@@ -1,0 +1,111 @@
+// Header values (fields.h) and S3's additional checksums (checksums.h).
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "s3/checksums.h"
+#include "s3/fields.h"
+
+namespace openlake::s3 {
+namespace {
+
+TEST_CASE("fields: HTTP dates in their three forms, and S3's ISO times", "[s3]") {
+  const absl::Time t = absl::FromUnixSeconds(784111777);  // Sun, 06 Nov 1994 08:49:37 GMT
+  CHECK(ParseHttpDate("Sun, 06 Nov 1994 08:49:37 GMT") == t);
+  CHECK(ParseHttpDate("Sunday, 06-Nov-94 08:49:37 GMT") == t);
+  CHECK(ParseHttpDate("Sun Nov  6 08:49:37 1994") == t);
+  CHECK_FALSE(ParseHttpDate("yesterday").has_value());
+  CHECK_FALSE(ParseHttpDate("Sun, 06 Nov 1994 08:49:37 GMT trailing").has_value());
+  CHECK(FormatHttpDate(t) == "Sun, 06 Nov 1994 08:49:37 GMT");
+  CHECK(FormatIsoTime(t + absl::Milliseconds(250)) == "1994-11-06T08:49:37.250Z");
+}
+
+TEST_CASE("fields: Range takes one bytes range; anything else means the whole object", "[s3]") {
+  auto r = ParseRange("bytes=0-99");
+  REQUIRE(r);
+  CHECK(*r->first == 0);
+  CHECK(*r->last == 99);
+  r = ParseRange("bytes=100-");
+  REQUIRE(r);
+  CHECK(*r->first == 100);
+  CHECK_FALSE(r->last.has_value());
+  r = ParseRange("bytes=-500");
+  REQUIRE(r);
+  CHECK(*r->suffix == 500);
+  for (const char* bad : {"", "bytes=", "bytes=5-1", "bytes=0-1,3-4", "items=0-1", "bytes=a-b",
+                          "bytes=-", "bytes=99999999999999999999-"}) {
+    CHECK_FALSE(ParseRange(bad).has_value());
+  }
+  uint64_t first = 0, last = 0;
+  CHECK(ParseCopyRange("bytes=5-9", &first, &last));
+  CHECK((first == 5 && last == 9));
+  CHECK_FALSE(ParseCopyRange("bytes=5-", &first, &last));
+  CHECK_FALSE(ParseCopyRange("bytes=-5", &first, &last));
+}
+
+TEST_CASE("fields: base64 is strict", "[s3]") {
+  CHECK(Base64("") == "");
+  CHECK(Base64("f") == "Zg==");
+  CHECK(Base64("fooba") == "Zm9vYmE=");
+  CHECK(Unbase64("Zm9vYmFy") == std::optional<std::string>("foobar"));
+  CHECK(Unbase64("Zm9vYmE=") == std::optional<std::string>("fooba"));
+  CHECK(Unbase64("Zg==") == std::optional<std::string>("f"));
+  for (const char* bad : {"", "Zg=", "Zg", "Z===", "Zm9v!mFy", "Zg==Zg==", "=Zg="}) {
+    CHECK_FALSE(Unbase64(bad).has_value());
+  }
+}
+
+TEST_CASE("fields: user metadata is capped at 2 KiB", "[s3]") {
+  Request req;
+  req.headers = {{"x-amz-meta-color", "blue"}, {"x-amz-meta-color", "red"}, {"x-amz-date", "x"}};
+  std::map<std::string, std::string> meta;
+  std::string why;
+  REQUIRE(UserMetaFrom(req, &meta, &why));
+  CHECK(meta.size() == 1);
+  CHECK(meta["color"] == "blue,red");
+  req.headers = {{"x-amz-meta-big", std::string(2100, 'x')}};
+  meta.clear();
+  CHECK_FALSE(UserMetaFrom(req, &meta, &why));
+  CHECK_FALSE(why.empty());
+}
+
+std::string Hex(const std::string& raw) {
+  static const char* d = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out += d[c >> 4];
+    out += d[c & 15];
+  }
+  return out;
+}
+
+std::string Sum(ChecksumAlgo a, const std::string& data, size_t piece) {
+  Checksummer c(a);
+  for (size_t at = 0; at < data.size(); at += piece) c.Update(data.substr(at, piece));
+  return c.Final();
+}
+
+TEST_CASE("checksums: every algorithm's check value, whole or in pieces", "[s3]") {
+  const std::string check = "123456789";
+  CHECK(Hex(Sum(ChecksumAlgo::kCrc32, check, 9)) == "cbf43926");
+  CHECK(Hex(Sum(ChecksumAlgo::kCrc32c, check, 9)) == "e3069283");
+  CHECK(Hex(Sum(ChecksumAlgo::kCrc64Nvme, check, 9)) == "ae8b14860a799888");
+  CHECK(Hex(Sum(ChecksumAlgo::kSha1, "abc", 3)) == "a9993e364706816aba3e25717850c26c9cd0d89d");
+  CHECK(Hex(Sum(ChecksumAlgo::kSha256, "abc", 3)) ==
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  std::string data(100003, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 131 + (i >> 7));
+  for (ChecksumAlgo a : {ChecksumAlgo::kCrc32, ChecksumAlgo::kCrc32c, ChecksumAlgo::kCrc64Nvme,
+                         ChecksumAlgo::kSha1, ChecksumAlgo::kSha256}) {
+    INFO(ChecksumAlgoName(a));
+    const std::string whole = Sum(a, data, data.size());
+    CHECK(whole.size() == ChecksumBytes(a));
+    CHECK(Sum(a, data, 1) == Sum(a, data, 7));
+    CHECK(Sum(a, data, 4096) == whole);
+    CHECK(ChecksumAlgoFromName(ChecksumAlgoName(a)) == a);
+  }
+  CHECK_FALSE(ChecksumAlgoFromName("md5").has_value());
+}
+
+}  // namespace
+}  // namespace openlake::s3
