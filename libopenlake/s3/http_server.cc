@@ -270,7 +270,16 @@ io::Task<absl::Status> HttpExchange::StartResponse(uint64_t length) {
   if (head_sent_) co_return absl::FailedPreconditionError("response already started");
   head_sent_ = true;
   response_left_ = req_.method == "HEAD" ? 0 : length;
-  const std::string head = Head(length);
+  std::string head = Head(length);
+  if (response_left_ == 0) co_return co_await SendAll(head);
+  pending_head_ = std::move(head);
+  co_return absl::OkStatus();
+}
+
+io::Task<absl::Status> HttpExchange::FlushHead() {
+  if (pending_head_.empty()) co_return absl::OkStatus();
+  const std::string head = std::move(pending_head_);
+  pending_head_.clear();
   co_return co_await SendAll(head);
 }
 
@@ -280,6 +289,13 @@ io::Task<absl::Status> HttpExchange::Write(std::string_view data) {
     co_return absl::InvalidArgumentError("more bytes than the announced Content-Length");
   }
   response_left_ -= data.size();
+  if (!pending_head_.empty() && data.size() <= (64 << 10)) {
+    std::string out = std::move(pending_head_);
+    pending_head_.clear();
+    out.append(data);
+    co_return co_await SendAll(out);
+  }
+  OL_CO_RETURN_IF_ERROR(co_await FlushHead());
   co_return co_await SendAll(data);
 }
 
@@ -409,6 +425,7 @@ io::Task<void> HttpServer::Serve(int fd) {
 
     HttpExchange ex(&c, std::move(req));
     co_await handler_(ex);
+    if (!ex.failed_) (void)co_await ex.FlushHead();  // a streamed response never written to
     if (!ex.head_sent_ && !ex.failed_) {
       ex.SetStatus(500);
       ex.CloseAfter();

@@ -84,7 +84,8 @@ class HttpExchange {
   // The whole response: head (with Content-Length) and `body`. HEAD requests get the head only.
   io::Task<absl::Status> Respond(std::string_view body);
   // A response streamed in pieces: the head with Content-Length `length`, then Write until
-  // that many bytes went (fewer closes the connection: the client sees a short body).
+  // that many bytes went (fewer closes the connection: the client sees a short body). The head
+  // goes out with the first Write (one send for a small object's whole response).
   io::Task<absl::Status> StartResponse(uint64_t length);
   io::Task<absl::Status> Write(std::string_view data);
   bool responded() const { return head_sent_; }
@@ -94,6 +95,7 @@ class HttpExchange {
   struct Conn;
   HttpExchange(Conn* c, Request req);
   io::Task<absl::Status> SendAll(std::string_view data);
+  io::Task<absl::Status> FlushHead();
   std::string Head(uint64_t length) const;
 
   Conn* c_;
@@ -107,6 +109,7 @@ class HttpExchange {
   std::vector<std::pair<std::string, std::string>> headers_;
   bool close_after_ = false;
   bool head_sent_ = false;
+  std::string pending_head_;  // StartResponse's head, sent with the first Write
   uint64_t response_left_ = 0;
   bool failed_ = false;
 };

@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 
 #include "store/store.pb.h"
+#include "store/inline_cache.h"
 #include "store/locks.h"
 #include "store/meta.h"
 #include "store/placement.h"
@@ -161,6 +162,7 @@ class Engine final : public Store {
   int write_quorum() const { return write_quorum_; }
   const ec::Codec& codec() const { return *codec_; }
   NamespaceLocks& locks() { return locks_; }
+  InlineCache& inline_cache() { return inline_cache_; }
   Drive& drive(int set, int pos) { return *drives_[static_cast<size_t>(set * n_ + pos)]; }
   // The drive's backend when it is online, else null.
   FileBackend* fs(int set, int pos);
@@ -239,6 +241,7 @@ class Engine final : public Store {
   SipKey sip_key_{};
   std::unique_ptr<ec::Codec> codec_;
   NamespaceLocks locks_;
+  InlineCache inline_cache_;
 
   mutable absl::Mutex heal_mu_;
   std::deque<std::pair<std::string, std::string>> heal_queue_ ABSL_GUARDED_BY(heal_mu_);

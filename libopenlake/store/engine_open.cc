@@ -80,7 +80,8 @@ bool LooksEmpty(FileBackend& fs) {
 
 }  // namespace
 
-Engine::Engine(StoreOptions options) : opts_(std::move(options)) {}
+Engine::Engine(StoreOptions options)
+    : opts_(std::move(options)), inline_cache_(opts_.inline_cache_bytes) {}
 
 Engine::~Engine() {
   // Background coroutines run on the reactors and point at this engine: wait for them (they

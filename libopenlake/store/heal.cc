@@ -86,6 +86,7 @@ io::Task<absl::StatusOr<std::pair<bool, uint64_t>>> Engine::HealOne(std::string 
                                                                    std::string key) {
   const int set = static_cast<int>(PlaceObject(bucket, key).set);
   LockGuard lock = co_await locks_.Lock(StrCat("o:", bucket, "/", key), true);
+  inline_cache_.Invalidate(StrCat(bucket, "/", key));
   Resolved r = co_await ReadAndResolve(set, bucket, key);
   if (!r.status.ok()) {
     if (ErrorKindOf(r.status) != ErrorKind::kNoSuchKey) co_return r.status;

@@ -377,6 +377,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CompleteUpload(std::string bucket, 
   }
   const int set = static_cast<int>(PlaceObject(bucket, key).set);
   LockGuard object_lock = co_await locks_.Lock(StrCat("o:", bucket, "/", key), true);
+  inline_cache_.Invalidate(StrCat(bucket, "/", key));
   LockGuard upload_lock = co_await locks_.Lock(StrCat("u:", upload_id), true);
   OL_CO_ASSIGN_OR_RETURN(pb::UploadMeta up, co_await ReadUpload(this, set, bucket, key, upload_id));
   std::map<int, PartVotes> have = co_await ReadParts(this, set, bucket, upload_id);

@@ -87,6 +87,11 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::StatObject(std::string bucket, std:
                                                         Conditions conditions) {
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
   OL_CO_RETURN_IF_ERROR(ValidateObjectKey(key));
+  if (std::shared_ptr<const InlineCache::Entry> hit =
+          inline_cache_.Find(StrCat(bucket, "/", key))) {
+    OL_CO_RETURN_IF_ERROR(CheckConditions(hit->info, conditions));
+    co_return hit->info;
+  }
   const int set = static_cast<int>(PlaceObject(bucket, key).set);
   Resolved r = co_await ResolveForRead(set, bucket, key);
   OL_CO_RETURN_IF_ERROR(r.status);
@@ -101,6 +106,7 @@ io::Task<absl::Status> Engine::DeleteObject(std::string bucket, std::string key)
   const Placement pl = PlaceObject(bucket, key);
   const int set = static_cast<int>(pl.set);
   LockGuard lock = co_await locks_.Lock(StrCat("o:", bucket, "/", key), true);
+  inline_cache_.Invalidate(StrCat(bucket, "/", key));
   Resolved r = co_await ReadAndResolve(set, bucket, key);
   if (!r.status.ok()) {
     if (ErrorKindOf(r.status) == ErrorKind::kNoSuchKey) {

@@ -121,6 +121,9 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
     return absl::OkStatus();
   }
 
+  // The whole object's bytes after LoadInline.
+  std::string_view inline_bytes() const { return std::string_view(inline_).substr(0, v_.size()); }
+
   io::Task<absl::StatusOr<absl::Span<const std::byte>>> Next() {
     if (pos_ >= end_) co_return absl::Span<const std::byte>();
     if (v_.inline_data()) {
@@ -316,6 +319,28 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
   std::coroutine_handle<> waiter_ = nullptr;
 };
 
+// A small object served from the inline cache: no drive is touched.
+class CachedReader final : public ObjectReader {
+ public:
+  CachedReader(std::shared_ptr<const InlineCache::Entry> e, uint64_t offset, uint64_t length)
+      : e_(std::move(e)), offset_(offset), length_(length) {}
+  const ObjectInfo& info() const override { return e_->info; }
+  uint64_t offset() const override { return offset_; }
+  uint64_t length() const override { return length_; }
+  io::Task<absl::StatusOr<absl::Span<const std::byte>>> Next() override {
+    if (done_ || length_ == 0) co_return absl::Span<const std::byte>();
+    done_ = true;
+    co_return absl::MakeConstSpan(reinterpret_cast<const std::byte*>(e_->data.data()) + offset_,
+                                  length_);
+  }
+
+ private:
+  std::shared_ptr<const InlineCache::Entry> e_;
+  uint64_t offset_;
+  uint64_t length_;
+  bool done_ = false;
+};
+
 class EcReader final : public ObjectReader {
  public:
   explicit EcReader(std::shared_ptr<ReaderCore> core) : core_(std::move(core)) {}
@@ -335,6 +360,13 @@ io::Task<absl::StatusOr<std::unique_ptr<ObjectReader>>> Engine::OpenObject(std::
                                                                             GetOptions options) {
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
   OL_CO_RETURN_IF_ERROR(ValidateObjectKey(key));
+  std::string name = StrCat(bucket, "/", key);
+  if (std::shared_ptr<const InlineCache::Entry> hit = inline_cache_.Find(name)) {
+    OL_CO_RETURN_IF_ERROR(CheckConditions(hit->info, options.conditions));
+    uint64_t offset = 0, length = 0;
+    OL_CO_RETURN_IF_ERROR(ResolveRange(hit->info.size, options.range, &offset, &length));
+    co_return std::unique_ptr<ObjectReader>(new CachedReader(std::move(hit), offset, length));
+  }
   const Placement pl = PlaceObject(bucket, key);
   const int set = static_cast<int>(pl.set);
   // Shared: a commit cannot swap the version between reading metadata and opening files.
@@ -353,6 +385,12 @@ io::Task<absl::StatusOr<std::unique_ptr<ObjectReader>>> Engine::OpenObject(std::
                                            std::move(copies), offset, length);
   if (r.version.inline_data()) {
     OL_CO_RETURN_IF_ERROR(core->LoadInline());
+    if (r.clean) {  // every drive agrees: cache it (the lock is still held shared)
+      auto entry = std::make_shared<InlineCache::Entry>();
+      entry->info = core->info();
+      entry->data = std::string(core->inline_bytes());
+      inline_cache_.Insert(std::move(name), std::move(entry));
+    }
   } else {
     if (!core->InitBuffers()) co_return absl::ResourceExhaustedError("store: out of memory for a read");
     // The part holding the first byte, opened while the lock holds the version in place.

@@ -499,6 +499,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CommitPut(const WriteTarget& t, Wri
   absl::Status s;
   {
     LockGuard lock = co_await locks_.Lock(StrCat("o:", t.bucket, "/", t.key), true);
+    inline_cache_.Invalidate(StrCat(t.bucket, "/", t.key));
     s = co_await CommitVersion(t.set, t.bucket, t.key, std::move(commits), write_quorum_);
   }
   if (!s.ok()) {

@@ -90,8 +90,9 @@ int Run(const std::string& config_path) {
 
   openlake::io::RuntimeOptions ro;
   ro.cpus = cfg.cores;
-  // Requests that follow closely (an engine's steps) are picked up without a wake-up.
-  ro.poll_window = absl::Microseconds(50);
+  // KV requests that follow closely (an engine's steps) are picked up without a wake-up; a node
+  // without the KV pool does not spin (its S3 clients gain nothing from it on a small box).
+  if (cfg.kv_enabled) ro.poll_window = absl::Microseconds(50);
   auto rt_or = openlake::io::Runtime::Create(ro);
   if (!rt_or.ok()) {
     std::fprintf(stderr, "openlaked: %s\n", std::string(rt_or.status().message()).c_str());

@@ -259,6 +259,9 @@ struct StoreOptions {
   // digits and the same for the same bytes in this store, but not their MD5). Objects small
   // enough to be inline always get an MD5 ETag.
   bool etag_md5 = true;
+  // Objects small enough to be inline are kept in memory after a read, up to this many bytes
+  // in all, and served from there until they change (0: off). See docs/object-store.md.
+  size_t inline_cache_bytes = 64 << 20;
 };
 
 class OL_EXPORT Store {
