@@ -44,13 +44,20 @@ std::string_view Reason(int status) {
   }
 }
 
+// Formatted once per second per reactor thread.
 std::string HttpDate() {
+  thread_local time_t last = 0;
+  thread_local std::string text;
   const time_t now = time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof(buf), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-  return buf;
+  if (now != last) {
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    char buf[64];
+    std::strftime(buf, sizeof(buf), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    text = buf;
+    last = now;
+  }
+  return text;
 }
 
 // One reactor operation with a deadline: past it the operation is cancelled and the result is
