@@ -418,12 +418,13 @@ io::Task<void> HttpServer::Serve(int fd) {
     }
     if (ended) break;
     if (h.state == HeadResult::kError) {
-      std::string type = "text/plain";
-      const std::string body = opts_.error_body ? opts_.error_body(h.status, h.error, &type)
-                                                : h.error + "\n";
+      std::string type = "text/plain", extra;
+      const std::string body = opts_.error_body
+                                   ? opts_.error_body(h.status, h.error, &type, &extra)
+                                   : h.error + "\n";
       const std::string out =
           StrCat("HTTP/1.1 ", h.status, " ", Reason(h.status), "\r\nDate: ", HttpDate(),
-                 "\r\nContent-Type: ", type, "\r\nContent-Length: ", body.size(),
+                 "\r\nContent-Type: ", type, "\r\n", extra, "Content-Length: ", body.size(),
                  "\r\nConnection: close\r\n\r\n", body);
       (void)co_await c.SendAll(out);
       break;

@@ -50,8 +50,9 @@ struct HttpServerOptions {
   // carry the next request; beyond it the connection closes.
   uint64_t max_drain = 1 << 20;
   // The body of error responses the server makes itself (framing errors, timeouts): given the
-  // status and why; empty means none.
-  std::function<std::string(int status, std::string_view why, std::string* content_type)>
+  // status and why; empty means none. `headers` may get extra header lines ("Name: v\r\n").
+  std::function<std::string(int status, std::string_view why, std::string* content_type,
+                            std::string* headers)>
       error_body;
 };
 

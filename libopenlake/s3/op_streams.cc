@@ -27,7 +27,8 @@ io::Task<bool> ReadDocument(Call& c, size_t limit, std::string* doc) {
     co_await c.Error(body.error());
     co_return false;
   }
-  if (absl::Status st = co_await body.ReadAll(limit, doc); !st.ok()) {
+  const absl::Status st = co_await body.ReadAll(limit, doc);
+  if (!st.ok()) {
     co_await c.Error(body.error());
     co_return false;
   }
@@ -45,7 +46,8 @@ io::Task<std::optional<store::ObjectInfo>> WriteBody(Call& c, PayloadReader& bod
     if (piece->empty()) break;
     const absl::Span<const std::byte> bytes(reinterpret_cast<const std::byte*>(piece->data()),
                                             piece->size());
-    if (absl::Status st = co_await w.Write(bytes); !st.ok()) {
+    const absl::Status st = co_await w.Write(bytes);
+    if (!st.ok()) {
       co_await c.Fail(st);
       co_return std::nullopt;
     }
@@ -79,7 +81,8 @@ io::Task<std::optional<store::ObjectInfo>> CopyInto(Call& c, store::ObjectReader
     }
     if (chunk->empty()) break;
     const absl::Span<const std::byte> bytes = *chunk;
-    if (absl::Status st = co_await w.Write(bytes); !st.ok()) {
+    const absl::Status st = co_await w.Write(bytes);
+    if (!st.ok()) {
       co_await c.Fail(st);
       co_return std::nullopt;
     }

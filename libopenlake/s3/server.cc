@@ -2,10 +2,11 @@
 // openlake/s3/server.h).
 #include "openlake/s3/server.h"
 
-#include "openlake/io/socket.h"
 #include "s3/credentials.h"
 #include "s3/http_server.h"
 #include "s3/service.h"
+
+#include "openlake/io/socket.h"
 
 namespace openlake::s3 {
 
@@ -31,8 +32,8 @@ absl::StatusOr<std::unique_ptr<S3Server>> S3Server::Start(io::Runtime& rt, store
   ho.idle_timeout = options.idle_timeout;
   ho.max_connections = options.max_connections;
   S3Service* svc = impl->service.get();
-  ho.error_body = [svc](int status, std::string_view why, std::string* type) {
-    return svc->ErrorBody(status, why, type);
+  ho.error_body = [svc](int status, std::string_view why, std::string* type, std::string* headers) {
+    return svc->ErrorBody(status, why, type, headers);
   };
   absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(
       rt, *addr, std::move(ho), [svc](HttpExchange& ex) { return svc->Handle(ex); });

@@ -49,9 +49,11 @@ std::string Call::OwnerId() const { return Sha256Hex(StrCat("openlake-owner:", a
 S3Service::S3Service(store::Store& store, ServiceOptions options)
     : store_(store), opts_(std::move(options)) {}
 
-std::string S3Service::ErrorBody(int status, std::string_view why,
-                                 std::string* content_type) const {
+std::string S3Service::ErrorBody(int status, std::string_view why, std::string* content_type,
+                                 std::string* headers) const {
   *content_type = "application/xml";
+  const std::string id = NewRequestId();
+  *headers = StrCat("x-amz-request-id: ", id, "\r\nx-amz-id-2: ", id, "\r\nServer: OpenLake\r\n");
   std::string code = "BadRequest";
   if (status == 408) code = "RequestTimeout";
   if (status == 414) code = "KeyTooLongError";  // S3's answer to over-long request lines
@@ -59,7 +61,7 @@ std::string S3Service::ErrorBody(int status, std::string_view why,
   if (status == 501) code = "NotImplemented";
   if (status == 505) code = "HttpVersionNotSupported";
   if (status == 417) code = "ExpectationFailed";
-  return ErrorXml(code, why, "", NewRequestId());
+  return ErrorXml(code, why, "", id);
 }
 
 io::Task<void> S3Service::Handle(HttpExchange& ex) {

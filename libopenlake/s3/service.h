@@ -52,8 +52,10 @@ class S3Service {
   S3Service(store::Store& store, ServiceOptions options);
 
   io::Task<void> Handle(HttpExchange& ex);
-  // The body of errors the HTTP server answers itself (framing, timeouts): S3 XML.
-  std::string ErrorBody(int status, std::string_view why, std::string* content_type) const;
+  // The body of errors the HTTP server answers itself (framing, timeouts): S3 XML, and the
+  // x-amz-request-id header every answer carries.
+  std::string ErrorBody(int status, std::string_view why, std::string* content_type,
+                        std::string* headers) const;
 
   const ServiceOptions& options() const { return opts_; }
 

@@ -28,8 +28,8 @@
 // - GCC 12 mishandles three things around co_await, so none appears in this code base: a
 //   braced temporary argument in the awaited call (`co_await f(x, {})` relocates the `{}`
 //   object bitwise — name it first), co_await inside ?: (destroys its temporaries twice), and
-//   co_await negated in a condition (`if (!co_await f()) co_return;` made a coroutine whose
-//   first resumption hit an invalid state: bind the result to a variable, then test it).
+//   co_await in a condition (`if (!co_await f()) co_return;` made a coroutine whose first
+//   resumption hit an invalid state): bind the result to a variable, then test it.
 // - Op runs one reactor operation; IoBatch runs several in parallel and waits for all of them
 //   without allocating per operation; WhenAll runs several Tasks concurrently on this reactor.
 //
