@@ -16,6 +16,7 @@
 #include <catch2/catch.hpp>
 
 #include "../io/test_util.h"
+#include "integration_util.h"
 #include "../kv/kv_test_util.h"
 
 #include "openlake/config.h"
@@ -23,25 +24,12 @@
 #include "openlake/kv/client.h"
 
 using namespace openlake::kv;
+using openlake::testing::FreePort;
+using openlake::testing::ReadFile;
 using openlake::testing::TempDir;
 using openlake::testing::WaitFor;
 
 namespace {
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-uint16_t FreePort() {
-  auto fd = openlake::io::Listen(*openlake::io::SocketAddress::Parse("127.0.0.1:0"), {});
-  REQUIRE(fd.ok());
-  const uint16_t port = openlake::io::LocalAddress(*fd)->port();
-  close(*fd);
-  return port;
-}
 
 bool PortBusy(uint16_t port) {
   auto fd = openlake::io::Listen(

@@ -1,0 +1,446 @@
+// The `openlake` CLI end to end: each command run as a process (the binary meson built, from
+// $OPENLAKE_CLI) against real `openlaked` daemons ($OPENLAKED) started here, checking its
+// output, its --json (parsed as JSON) and its exit codes.
+#include <fcntl.h>
+#include <google/protobuf/util/json_util.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <google/protobuf/struct.pb.h>
+
+#include "../io/test_util.h"
+#include "integration_util.h"
+#include "../kv/kv_test_util.h"
+
+#include "openlake/io/socket.h"
+#include "openlake/kv/client.h"
+#include "openlake/version.h"
+
+using google::protobuf::Struct;
+using google::protobuf::Value;
+using openlake::testing::FreePort;
+using openlake::testing::ReadFile;
+using openlake::testing::TempDir;
+using openlake::testing::WaitFor;
+
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  REQUIRE(v != nullptr);
+  return v;
+}
+
+// Forks and execs argv with stdout and stderr sent to the given files.
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // dies with the test
+    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int e = err == out ? o : open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(o, 1);
+    dup2(e, 2);
+    std::vector<char*> cargv;
+    for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    execv(cargv[0], cargv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int ExitCode(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+struct CliResult {
+  int rc = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `openlake args...` to completion.
+CliResult Cli(const TempDir& dir, std::vector<std::string> args) {
+  args.insert(args.begin(), Env("OPENLAKE_CLI"));
+  const pid_t pid = Spawn(args, dir.File("cli.out"), dir.File("cli.err"));
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CliResult r{ExitCode(status), ReadFile(dir.File("cli.out")), ReadFile(dir.File("cli.err"))};
+  UNSCOPED_INFO("openlake exit " << r.rc << "\nstdout:\n" << r.out << "stderr:\n" << r.err);
+  return r;
+}
+
+Struct ParseJson(const std::string& text) {
+  Struct s;
+  const auto st = google::protobuf::util::JsonStringToMessage(text, &s);
+  INFO("JSON: " << text);
+  REQUIRE(st.ok());
+  // One object on one line.
+  REQUIRE(text.find('\n') == text.size() - 1);
+  return s;
+}
+
+const Value& Field(const Struct& s, const std::string& key) {
+  INFO("key " << key);
+  REQUIRE(s.fields().count(key) == 1);
+  return s.fields().at(key);
+}
+
+// A process started here (a daemon, or `openlake cluster up`), killed if still running at the
+// end of the test.
+class Proc {
+ public:
+  Proc(std::vector<std::string> argv, std::string out) : out_(std::move(out)) {
+    pid_ = Spawn(argv, out_, out_);
+  }
+  ~Proc() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  // True once the output holds `marker`; false if the process exits first or time runs out.
+  bool WaitFor(const std::string& marker, double seconds = 20) {
+    return openlake::testing::WaitFor(
+               [&] {
+                 if (pid_ < 0) return true;
+                 if (int status; waitpid(pid_, &status, WNOHANG) == pid_) {
+                   pid_ = -1;
+                   status_ = ExitCode(status);
+                   return true;
+                 }
+                 return Output().find(marker) != std::string::npos;
+               },
+               seconds) &&
+           pid_ > 0;
+  }
+  // SIGTERM; the exit code.
+  int Stop() {
+    if (pid_ <= 0) return status_;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    status_ = ExitCode(status);
+    return status_;
+  }
+  std::string Output() const { return ReadFile(out_); }
+
+ private:
+  std::string out_;
+  pid_t pid_ = -1;
+  int status_ = -1;
+};
+
+std::string KvConfig(const TempDir& dir, uint16_t port) {
+  std::ostringstream c;
+  c << "mode = \"kv\"\nrpc_addr = \"127.0.0.1:" << port << "\"\n"
+    << "kv_socket = \"" << dir.File("kv.sock") << "\"\n"
+    << "[kv_slab]\ncapacity_gb = 0.0625\nsegment_mb = 4\n";
+  return c.str();
+}
+
+std::string WriteConfig(const TempDir& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir.File(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("openlake version prints the library version, in text and JSON", "[cli]") {
+  TempDir dir;
+  CliResult r = Cli(dir, {"version"});
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find("openlake " + std::string(openlake::Version())) == 0);
+  r = Cli(dir, {"version", "--json"});
+  REQUIRE(r.rc == 0);
+  const Struct s = ParseJson(r.out);
+  CHECK(Field(s, "version").string_value() == openlake::Version());
+  const Struct& features = Field(s, "features").struct_value();
+  for (const openlake::BuildFeature& f : openlake::BuildFeatures()) {
+    CHECK(Field(features, std::string(f.name)).bool_value() == f.enabled);
+  }
+}
+
+TEST_CASE("openlake usage errors exit 2; --help exits 0 with examples", "[cli]") {
+  TempDir dir;
+  CHECK(Cli(dir, {}).rc == 2);
+  CHECK(Cli(dir, {"no-such-command"}).rc == 2);
+  CHECK(Cli(dir, {"kv", "stats", "--no-such-flag"}).rc == 2);
+  CHECK(Cli(dir, {"cluster", "up"}).rc == 2);  // --config is required
+  for (std::vector<std::string> cmd : {std::vector<std::string>{"--help"},
+                                       {"node", "info", "--help"},
+                                       {"disk", "info", "--help"},
+                                       {"kv", "stats", "--help"},
+                                       {"cluster", "up", "--help"},
+                                       {"version", "--help"}}) {
+    const CliResult r = Cli(dir, cmd);
+    CHECK(r.rc == 0);
+    CHECK(r.out.find("Examples:") != std::string::npos);
+  }
+}
+
+TEST_CASE("openlake node info describes this machine", "[cli]") {
+  TempDir dir;
+  CliResult r = Cli(dir, {"node", "info"});
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find("cpus:") != std::string::npos);
+  CHECK(r.out.find("io_uring:") != std::string::npos);
+  r = Cli(dir, {"node", "info", "--json"});
+  REQUIRE(r.rc == 0);
+  const Struct s = ParseJson(r.out);
+  CHECK(Field(s, "cores").number_value() > 0);
+  CHECK(Field(s, "cores").number_value() == sysconf(_SC_NPROCESSORS_ONLN));
+  CHECK(Field(Field(s, "memory").struct_value(), "total_bytes").number_value() > 0);
+  CHECK(Field(s, "numa_nodes").list_value().values_size() >= 1);
+  // Every Linux box has at least the loopback interface.
+  bool lo = false;
+  for (const Value& n : Field(s, "nics").list_value().values()) {
+    lo = lo || Field(n.struct_value(), "name").string_value() == "lo";
+  }
+  CHECK(lo);
+  CHECK(Field(s, "rdma").has_list_value());
+  CHECK(Field(s, "gpus").has_list_value());
+  const Struct& uring = Field(s, "io_uring").struct_value();
+  // The daemons below run on io_uring, so this machine has it.
+  CHECK(Field(uring, "available").bool_value());
+  CHECK(Field(uring, "opcodes_supported").number_value() > 0);
+}
+
+TEST_CASE("openlake disk info reports formatted, empty, foreign and missing drives", "[cli]") {
+  TempDir dir;
+  std::vector<std::string> drives;
+  for (int i = 0; i < 4; ++i) {
+    drives.push_back(dir.File("drives/d" + std::to_string(i)));
+    std::filesystem::create_directories(drives.back());
+  }
+  std::ostringstream c;
+  c << "mode = \"storage\"\ns3_addr = \"127.0.0.1:0\"\nrpc_addr = \"127.0.0.1:" << FreePort()
+    << "\"\ndata_dirs = [";
+  for (size_t i = 0; i < drives.size(); ++i) c << (i ? ", " : "") << '"' << drives[i] << '"';
+  c << "]\n[[credentials]]\naccess_key = \"clitestkey\"\nsecret_key = \"clitestsecret12345\"\n";
+  const std::string config = WriteConfig(dir, "storage.toml", c.str());
+
+  SECTION("before the daemon ran, every drive is unformatted-empty") {
+    const CliResult r = Cli(dir, {"disk", "info", "--config", config, "--json"});
+    REQUIRE(r.rc == 0);
+    const Struct s = ParseJson(r.out);
+    const auto& list = Field(s, "drives").list_value();
+    REQUIRE(list.values_size() == 4);
+    for (const Value& d : list.values()) {
+      CHECK(Field(d.struct_value(), "state").string_value() == "unformatted-empty");
+      CHECK(Field(d.struct_value(), "identity").has_null_value());
+    }
+    // Read-only: nothing was created.
+    CHECK(!std::filesystem::exists(drives[0] + "/.openlake.sys"));
+  }
+
+  SECTION("after openlaked formatted them") {
+    {
+      Proc daemon({Env("OPENLAKED"), "--config", config}, dir.File("openlaked.out"));
+      INFO(daemon.Output());
+      REQUIRE(daemon.WaitFor("S3: http://"));
+      // While the daemon runs (and holds its drive locks) the report still works.
+      CHECK(Cli(dir, {"disk", "info", "--config", config}).rc == 0);
+      CHECK(daemon.Stop() == 0);
+    }
+    // A drive that holds other files, and one that is gone.
+    std::filesystem::remove_all(drives[3]);
+    const std::string stray = dir.File("drives/stray");
+    std::filesystem::create_directories(stray);
+    std::ofstream(stray + "/notes.txt") << "not ours\n";
+    const std::string empty = dir.File("drives/empty");
+    std::filesystem::create_directories(empty);
+    std::string text = ReadFile(config);
+    text.replace(text.find("]\n"), 2,
+                 ", \"" + stray + "\", \"" + empty + "\", \"" + dir.File("drives/d0/x") +
+                     "\"]\nset_drive_count = 7\n");
+    // set_drive_count = 7 keeps the config valid with seven drives.
+    const std::string config2 = WriteConfig(dir, "storage2.toml", text);
+
+    CliResult r = Cli(dir, {"disk", "info", "--config", config2, "--json"});
+    REQUIRE(r.rc == 0);
+    const Struct s = ParseJson(r.out);
+    const auto& list = Field(s, "drives").list_value();
+    REQUIRE(list.values_size() == 7);
+    std::string deployment;
+    std::set<std::string> drive_ids;
+    std::set<double> positions;
+    for (int i = 0; i < 3; ++i) {
+      const Struct& d = list.values(i).struct_value();
+      CHECK(Field(d, "path").string_value() == drives[static_cast<size_t>(i)]);
+      CHECK(Field(d, "state").string_value() == "ok");
+      CHECK(Field(d, "exists").bool_value());
+      CHECK(Field(d, "capacity_bytes").number_value() > 0);
+      CHECK(Field(d, "free_bytes").number_value() > 0);
+      CHECK(Field(d, "free_bytes").number_value() <= Field(d, "capacity_bytes").number_value());
+      const Struct& id = Field(d, "identity").struct_value();
+      if (deployment.empty()) deployment = Field(id, "deployment_id").string_value();
+      CHECK(Field(id, "deployment_id").string_value() == deployment);
+      CHECK(Field(id, "set_index").number_value() == 0);
+      CHECK(Field(id, "set_drive_count").number_value() == 4);
+      drive_ids.insert(Field(id, "drive_id").string_value());
+      positions.insert(Field(id, "position").number_value());
+    }
+    CHECK(deployment.size() == 36);  // a UUID
+    CHECK(drive_ids.size() == 3);    // each drive its own id
+    CHECK(positions.size() == 3);    // and its own place in the set
+    const Struct& missing = list.values(3).struct_value();
+    CHECK(Field(missing, "state").string_value() == "missing");
+    CHECK(!Field(missing, "exists").bool_value());
+    CHECK(Field(missing, "capacity_bytes").has_null_value());
+    CHECK(Field(list.values(4).struct_value(), "state").string_value() == "unformatted-nonempty");
+    CHECK(Field(list.values(5).struct_value(), "state").string_value() == "unformatted-empty");
+    CHECK(Field(list.values(6).struct_value(), "state").string_value() == "missing");
+
+    // A damaged identity.
+    std::ofstream(drives[1] + "/.openlake.sys/format.json", std::ios::trunc) << "{\"format\":";
+    r = Cli(dir, {"disk", "info", "--config", config2, "--json"});
+    REQUIRE(r.rc == 0);
+    const Struct s2 = ParseJson(r.out);
+    CHECK(
+        Field(Field(s2, "drives").list_value().values(1).struct_value(), "state").string_value() ==
+        "corrupt-format");
+
+    // The text form names each drive and its state.
+    r = Cli(dir, {"disk", "info", "--config", config2});
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find(drives[0]) != std::string::npos);
+    CHECK(r.out.find("deployment " + deployment) != std::string::npos);
+    CHECK(r.out.find("corrupt-format") != std::string::npos);
+  }
+}
+
+TEST_CASE("openlake disk info: a bad config exits 2 with the parser's message", "[cli]") {
+  TempDir dir;
+  const std::string config =
+      WriteConfig(dir, "bad.toml", "mode = \"storage\"\nset_drive_count = \"four\"\n");
+  CliResult r = Cli(dir, {"disk", "info", "--config", config});
+  CHECK(r.rc == 2);
+  CHECK(r.out.empty());
+  // "openlake: <file>:2: set_drive_count: ..." on one line.
+  CHECK(r.err.find("openlake: ") == 0);
+  CHECK(r.err.find(config) != std::string::npos);
+  CHECK(r.err.find(":2") != std::string::npos);
+  CHECK(r.err.find("set_drive_count") != std::string::npos);
+  CHECK(r.err.find('\n') == r.err.size() - 1);
+
+  r = Cli(dir, {"disk", "info", "--config", dir.File("absent.toml")});
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("absent.toml") != std::string::npos);
+}
+
+TEST_CASE("openlake kv stats reads a running pool; an unreachable one exits 1", "[cli]") {
+  TempDir dir;
+  const uint16_t port = FreePort();
+  const std::string addr = "127.0.0.1:" + std::to_string(port);
+  const std::string config = WriteConfig(dir, "kv.toml", KvConfig(dir, port));
+  Proc daemon({Env("OPENLAKED"), "--config", config}, dir.File("openlaked.out"));
+  INFO(daemon.Output());
+  REQUIRE(daemon.WaitFor("KV pool:"));
+
+  // Some traffic: one namespace, two blocks stored, a lookup with one hit and one miss.
+  {
+    auto client = openlake::kv::Client::Connect(addr);
+    REQUIRE(client.ok());
+    auto ns = (*client)->OpenNamespace("cli-test", openlake::testing::TestFingerprint(), 4096);
+    REQUIRE(ns.ok());
+    std::vector<uint8_t> a(4096, 1), b(4096, 2);
+    const std::vector<openlake::kv::BlockKey> keys = {openlake::kv::BlockKey("k0"),
+                                                      openlake::kv::BlockKey("k1")};
+    const std::vector<const void*> blocks = {a.data(), b.data()};
+    auto put = (*client)->Put(*ns, keys, blocks);
+    REQUIRE(put.ok());
+    REQUIRE(put->stored == 2);
+    std::vector<uint8_t> out(4096);
+    const std::vector<openlake::kv::BlockKey> get_keys = {openlake::kv::BlockKey("k0"),
+                                                          openlake::kv::BlockKey("nope")};
+    std::vector<uint8_t> out2(4096);
+    const std::vector<void*> bufs = {out.data(), out2.data()};
+    auto got = (*client)->Get(*ns, get_keys, bufs);
+    REQUIRE(got.ok());
+    CHECK(got->loaded == 1);
+  }
+
+  CliResult r = Cli(dir, {"kv", "stats", "--target", addr, "--json"});
+  REQUIRE(r.rc == 0);
+  const Struct s = ParseJson(r.out);
+  // The 64 MiB slab less its header and index.
+  CHECK(Field(s, "capacity_bytes").number_value() > 32.0 * (1 << 20));
+  CHECK(Field(s, "capacity_bytes").number_value() <= 64.0 * (1 << 20));
+  CHECK(Field(s, "used_bytes").number_value() >= 2 * 4096);
+  CHECK(Field(s, "namespaces").number_value() == 1);
+  CHECK(Field(s, "commits").number_value() == 2);
+  CHECK(Field(s, "hits").number_value() == 1);
+  CHECK(Field(s, "misses").number_value() >= 1);
+  CHECK(Field(s, "hit_rate").number_value() > 0);
+  CHECK(Field(s, "hit_rate").number_value() < 1);
+  CHECK(Field(s, "evictions").number_value() == 0);
+  CHECK(Field(s, "pinned_slots").number_value() == 0);
+  CHECK(Field(s, "server_version").string_value() == openlake::Version());
+  const auto& per_ns = Field(s, "per_namespace").list_value();
+  REQUIRE(per_ns.values_size() == 1);
+  CHECK(Field(per_ns.values(0).struct_value(), "name").string_value() == "cli-test");
+  CHECK(Field(per_ns.values(0).struct_value(), "blocks").number_value() == 2);
+
+  r = Cli(dir, {"kv", "stats", "--target", addr});
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find("KV pool at " + addr) == 0);
+  CHECK(r.out.find("hit rate 50.0%") != std::string::npos);
+  CHECK(daemon.Stop() == 0);
+
+  // Nothing listens there any more.
+  r = Cli(dir, {"kv", "stats", "--target", addr, "--timeout-secs", "2"});
+  CHECK(r.rc == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("openlake: cannot reach the KV pool at " + addr + ": ") == 0);
+  CHECK(r.err.find('\n') == r.err.size() - 1);
+  r = Cli(dir, {"kv", "stats", "--target", "not an address"});
+  CHECK(r.rc == 2);
+}
+
+TEST_CASE("openlake cluster up runs openlaked in its place until SIGTERM", "[cli]") {
+  TempDir dir;
+  const uint16_t port = FreePort();
+  const std::string addr = "127.0.0.1:" + std::to_string(port);
+  const std::string config = WriteConfig(dir, "kv.toml", KvConfig(dir, port));
+
+  SECTION("openlaked found next to openlake") {
+    Proc up({Env("OPENLAKE_CLI"), "cluster", "up", "--config", config}, dir.File("up.out"));
+    INFO(up.Output());
+    REQUIRE(up.WaitFor("KV pool:"));
+    CHECK(Cli(dir, {"kv", "stats", "--target", addr}).rc == 0);
+    CHECK(up.Stop() == 0);  // the daemon itself got the signal and shut down cleanly
+    CHECK(up.Output().find("openlaked: stopped") != std::string::npos);
+  }
+  SECTION("--openlaked names it") {
+    Proc up(
+        {Env("OPENLAKE_CLI"), "cluster", "up", "--config", config, "--openlaked", Env("OPENLAKED")},
+        dir.File("up.out"));
+    INFO(up.Output());
+    REQUIRE(up.WaitFor("KV pool:"));
+    CHECK(Cli(dir, {"kv", "stats", "--target", addr, "--json"}).rc == 0);
+    CHECK(up.Stop() == 0);
+  }
+  SECTION("errors") {
+    CliResult r = Cli(dir, {"cluster", "up", "--config", config, "--openlaked", "/nonexistent"});
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("/nonexistent") != std::string::npos);
+    const std::string bad = WriteConfig(dir, "bad.toml", "mode = \"nonsense\"\n");
+    r = Cli(dir, {"cluster", "up", "--config", bad});
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("bad.toml") != std::string::npos);
+  }
+}

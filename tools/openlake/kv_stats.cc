@@ -1,0 +1,150 @@
+// `openlake kv stats`: the KV pool of a running openlaked, through kv::Client::Stats(). The
+// client connects for control only (it never maps the slab), so it works from any host that
+// can reach the pool's RPC address.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/time/time.h"
+
+#include "cli.h"
+
+#include "openlake/kv/client.h"
+
+namespace openlake::cli {
+
+namespace {
+
+struct KvOptions {
+  std::string target = "127.0.0.1:9400";
+  std::string secret;
+  double timeout_secs = 5;
+  bool json = false;
+};
+
+std::string Message(const absl::Status& s) { return std::string(s.message()); }
+
+void PrintJsonStats(const KvOptions& o, const std::string& version, const kv::PoolStats& s) {
+  JsonWriter w;
+  w.BeginObject()
+      .Field("target", o.target)
+      .Field("server_version", version)
+      .Field("capacity_bytes", s.capacity_bytes)
+      .Field("used_bytes", s.used_bytes)
+      .Field("segment_bytes", s.segment_bytes)
+      .Field("segments_total", s.segments_total)
+      .Field("segments_used", s.segments_used)
+      .Field("committed_blocks", s.committed_blocks)
+      .Field("reserved_slots", s.reserved_slots)
+      .Field("pinned_slots", s.pinned_slots)
+      .Field("namespaces", s.namespaces)
+      .Field("sessions", s.sessions)
+      .Field("lookups", s.lookups)
+      .Field("lookup_keys", s.lookup_keys)
+      .Field("hits", s.hits)
+      .Field("misses", s.misses)
+      .Field("hit_rate", s.hit_rate())
+      .Field("commits", s.commits)
+      .Field("evictions", s.evictions)
+      .Field("expired_reservations", s.expired_reservations)
+      .Field("expired_pins", s.expired_pins)
+      .Field("reserve_failures", s.reserve_failures)
+      .Field("bytes_in", s.bytes_in)
+      .Field("bytes_out", s.bytes_out);
+  w.Key("per_namespace").BeginArray();
+  for (const kv::NamespaceStats& n : s.per_namespace) {
+    w.BeginObject()
+        .Field("name", n.name)
+        .Field("id", n.id)
+        .Field("block_bytes", n.block_bytes)
+        .Field("blocks", n.blocks)
+        .Field("fingerprint", n.fingerprint)
+        .EndObject();
+  }
+  w.EndArray().EndObject();
+  PrintJson(w);
+}
+
+void PrintText(const KvOptions& o, const std::string& version, const kv::PoolStats& s) {
+  const double used_pct = s.capacity_bytes ? 100.0 * static_cast<double>(s.used_bytes) /
+                                                 static_cast<double>(s.capacity_bytes)
+                                           : 0.0;
+  std::printf("KV pool at %s (openlaked %s)\n", o.target.c_str(), version.c_str());
+  std::printf("  capacity:   %s, used %s (%.1f%%); segments %u of %u used (%s each)\n",
+              HumanBytes(s.capacity_bytes).c_str(), HumanBytes(s.used_bytes).c_str(), used_pct,
+              s.segments_used, s.segments_total, HumanBytes(s.segment_bytes).c_str());
+  std::printf("  blocks:     %llu committed, %llu slots reserved, %llu pinned\n",
+              static_cast<unsigned long long>(s.committed_blocks),
+              static_cast<unsigned long long>(s.reserved_slots),
+              static_cast<unsigned long long>(s.pinned_slots));
+  std::printf("  clients:    %llu session(s), %llu namespace(s)\n",
+              static_cast<unsigned long long>(s.sessions),
+              static_cast<unsigned long long>(s.namespaces));
+  std::printf("  lookups:    %llu (%llu keys): %llu hits, %llu misses, hit rate %.1f%%\n",
+              static_cast<unsigned long long>(s.lookups),
+              static_cast<unsigned long long>(s.lookup_keys),
+              static_cast<unsigned long long>(s.hits), static_cast<unsigned long long>(s.misses),
+              100.0 * s.hit_rate());
+  std::printf("  writes:     %llu blocks committed, %llu reserve failures (pool full)\n",
+              static_cast<unsigned long long>(s.commits),
+              static_cast<unsigned long long>(s.reserve_failures));
+  std::printf("  evictions:  %llu; expired: %llu reservations, %llu pins\n",
+              static_cast<unsigned long long>(s.evictions),
+              static_cast<unsigned long long>(s.expired_reservations),
+              static_cast<unsigned long long>(s.expired_pins));
+  std::printf("  traffic:    %s in, %s out\n", HumanBytes(s.bytes_in).c_str(),
+              HumanBytes(s.bytes_out).c_str());
+  for (const kv::NamespaceStats& n : s.per_namespace) {
+    std::printf("  namespace %s (id %u): %llu blocks of %s\n", n.name.c_str(), n.id,
+                static_cast<unsigned long long>(n.blocks), HumanBytes(n.block_bytes).c_str());
+  }
+}
+
+int RunKvStats(const KvOptions& o) {
+  kv::ClientOptions co;
+  co.secret = o.secret;
+  co.map_slab = false;
+  co.connect_timeout = absl::Seconds(o.timeout_secs);
+  co.call_timeout = absl::Seconds(o.timeout_secs);
+  auto client = kv::Client::Connect(o.target, co);
+  if (!client.ok()) {
+    const int code = absl::IsInvalidArgument(client.status()) ? kExitUsage : kExitRuntime;
+    return Fail(code, "cannot reach the KV pool at " + o.target + ": " + Message(client.status()));
+  }
+  auto stats = (*client)->Stats();
+  if (!stats.ok()) {
+    return Fail(kExitRuntime, "KV pool at " + o.target + ": stats: " + Message(stats.status()));
+  }
+  if (o.json) {
+    PrintJsonStats(o, (*client)->server_version(), *stats);
+  } else {
+    PrintText(o, (*client)->server_version(), *stats);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddKvCommands(CLI::App& app, int* exit_code) {
+  CLI::App* kv = app.add_subcommand("kv", "the KV-cache pool");
+  kv->require_subcommand(1);
+  CLI::App* stats = kv->add_subcommand(
+      "stats", "capacity, use, namespaces, hit rate, evictions and pins of a running pool");
+  auto o = std::make_shared<KvOptions>();
+  stats->add_option("-t,--target", o->target, "the pool's RPC address (host:port or unix:PATH)")
+      ->capture_default_str();
+  stats->add_option("--secret", o->secret, "rpc_secret, for a pool that listens beyond loopback")
+      ->envname("OPENLAKE_RPC_SECRET");
+  stats->add_option("--timeout-secs", o->timeout_secs, "connect and call timeout")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  stats->add_flag("--json", o->json, "one JSON object on stdout");
+  stats->footer(
+      "Examples:\n"
+      "  openlake kv stats                              the local pool on 127.0.0.1:9400\n"
+      "  openlake kv stats --target 10.0.0.5:9400 --json\n"
+      "  OPENLAKE_RPC_SECRET=... openlake kv stats --target 10.0.0.5:9400");
+  stats->callback([o, exit_code] { *exit_code = RunKvStats(*o); });
+}
+
+}  // namespace openlake::cli
