@@ -21,9 +21,9 @@ io::Task<std::optional<store::ObjectInfo>> Commit(Call& c, store::ObjectWriter& 
 
 }  // namespace
 
-io::Task<bool> ReadDocument(Call& c, size_t limit, std::string* doc) {
+io::Task<bool> ReadDocument(Call& c, size_t limit, std::string* doc, bool header_checksums) {
   PayloadReader body(c.ex, c.auth);
-  if (!body.Init()) {
+  if (!body.Init(header_checksums)) {
     co_await c.Error(body.error());
     co_return false;
   }

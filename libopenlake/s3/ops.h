@@ -39,7 +39,10 @@ io::Task<void> AbortMultipartUpload(Call& c);
 // Shared by the operations (op_streams.cc): each answers the S3 error itself when it fails.
 
 // The request document (XML) whole, verified, into `doc`; false after answering an error.
-io::Task<bool> ReadDocument(Call& c, size_t limit, std::string* doc);
+// `header_checksums`: whether x-amz-checksum-* headers describe this document (see
+// PayloadReader::Init).
+io::Task<bool> ReadDocument(Call& c, size_t limit, std::string* doc,
+                            bool header_checksums = true);
 // Streams a verified body into `w` and commits it; nullopt after answering an error (nothing
 // became visible).
 io::Task<std::optional<store::ObjectInfo>> WriteBody(Call& c, PayloadReader& body,

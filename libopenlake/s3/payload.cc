@@ -38,7 +38,7 @@ absl::Status PayloadReader::FailFrom(const absl::Status& st) {
   return st;
 }
 
-bool PayloadReader::Init() {
+bool PayloadReader::Init(bool header_checksums) {
   const Request& req = ex_.request();
   const std::string_view payload = auth_.payload;
   if (payload == kStreamingPayload || payload == kStreamingPayloadTrailer ||
@@ -114,6 +114,7 @@ bool PayloadReader::Init() {
     return true;
   };
   for (const Header& h : req.headers) {
+    if (!header_checksums) break;
     if (h.name.compare(0, kChecksumPrefix.size(), kChecksumPrefix) != 0) continue;
     if (h.name == "x-amz-checksum-mode" || h.name == "x-amz-checksum-type" ||
         h.name == "x-amz-checksum-algorithm") {

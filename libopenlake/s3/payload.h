@@ -39,8 +39,9 @@ class PayloadReader {
   PayloadReader(HttpExchange& ex, const SigV4Result& auth);
 
   // Reads the headers that describe the body; false (see error()) when they are malformed or
-  // contradict each other.
-  bool Init();
+  // contradict each other. With `header_checksums` false, x-amz-checksum-* headers are not
+  // the body's (CompleteMultipartUpload's name the whole object's) and are left alone.
+  bool Init(bool header_checksums = true);
   // The decoded body's size when known, -1 otherwise.
   int64_t size() const { return size_; }
   // The next decoded bytes (a view valid until the next call); empty once the whole body

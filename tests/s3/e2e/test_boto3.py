@@ -498,6 +498,24 @@ def _upload(s3, bucket, key, sizes):
     return uid, etags
 
 
+def test_complete_with_full_object_checksum_headers(server, s3, bucket):
+    """Current SDKs send the whole object's checksum with CompleteMultipartUpload and a
+    checksum per Part: the completion goes through (the document's own bytes are what the
+    request's payload hash covers)."""
+    uid = s3.create_multipart_upload(Bucket=bucket, Key="sdk-v2")["UploadId"]
+    part = os.urandom(100_000)
+    etag = s3.upload_part(Bucket=bucket, Key="sdk-v2", UploadId=uid, PartNumber=1,
+                          Body=part)["ETag"]
+    doc = (f"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{etag}</ETag>"
+           f"<ChecksumCRC32>{crc32_b64(part)}</ChecksumCRC32></Part>"
+           f"</CompleteMultipartUpload>").encode()
+    status, _, body = raw_request(server, "POST", f"/{bucket}/sdk-v2?uploadId={uid}", doc,
+                                  {"x-amz-checksum-crc32": crc32_b64(part),
+                                   "x-amz-checksum-type": "FULL_OBJECT"})
+    assert status == 200, body
+    assert get_bytes(s3, bucket, "sdk-v2") == part
+
+
 def test_multipart_errors(s3, bucket):
     uid, etags = _upload(s3, bucket, "bad", [5 * MiB, 5 * MiB, 100])
 
