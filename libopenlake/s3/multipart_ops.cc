@@ -128,6 +128,8 @@ io::Task<void> UploadPartCopy(Call& c) {
 }
 
 io::Task<void> CompleteMultipartUpload(Call& c) {
+  const bool supported = co_await WriteHeadersSupported(c);
+  if (!supported) co_return;
   std::string doc;
   // Current SDKs send the whole object's checksum (x-amz-checksum-*, x-amz-checksum-type) with
   // the completion: it is not the document's, and checksums are not kept, so it is not checked.

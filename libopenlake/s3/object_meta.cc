@@ -40,7 +40,10 @@ std::string UnsupportedWriteHeader(const Request& req) {
     } else if (n.substr(0, 12) == "x-amz-grant-" ||
                n.substr(0, 28) == "x-amz-server-side-encryption" ||
                n.substr(0, 17) == "x-amz-object-lock" || n == "x-amz-tagging" ||
-               n == "x-amz-website-redirect-location") {
+               n == "x-amz-website-redirect-location" ||
+               // Conditional writes (S3's If-None-Match: * on PUT): not atomic here, so refused
+               // rather than ignored.
+               n == "if-match" || n == "if-none-match") {
       return h.name;
     }
   }

@@ -65,7 +65,7 @@ io::Task<bool> WriteOptions(Call& c, store::PutOptions* po);
 // Object metadata (object_meta.cc).
 
 // A request header this server does not honour on writes (ACL grants, SSE, object lock,
-// tagging, other storage classes), named; "" when there is none.
+// tagging, other storage classes, conditional writes), named; "" when there is none.
 std::string UnsupportedWriteHeader(const Request& req);
 // Content-Type, x-amz-meta-* and the standard headers (Content-Encoding, Content-Disposition,
 // Content-Language, Cache-Control, Expires) of a write, as the engine keeps them; false with

@@ -516,6 +516,14 @@ def test_complete_with_full_object_checksum_headers(server, s3, bucket):
     assert get_bytes(s3, bucket, "sdk-v2") == part
 
 
+def test_conditional_writes_refused_not_ignored(server, s3, bucket):
+    s3.put_object(Bucket=bucket, Key="cw", Body=b"first")
+    status, _, body = raw_request(server, "PUT", f"/{bucket}/cw", b"second",
+                                  {"If-None-Match": "*"})
+    assert (status, xml_code(body)) == (501, "NotImplemented"), body
+    assert get_bytes(s3, bucket, "cw") == b"first"
+
+
 def test_multipart_errors(s3, bucket):
     uid, etags = _upload(s3, bucket, "bad", [5 * MiB, 5 * MiB, 100])
 
