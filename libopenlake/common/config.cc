@@ -317,6 +317,8 @@ absl::Status ParseTop(const toml::table& root, std::string_view source, Config* 
   OL_RETURN_IF_ERROR(r.String("rpc_secret", &cfg->rpc_secret));
   OL_RETURN_IF_ERROR(r.String("kv_socket", &cfg->kv_socket));
   OL_RETURN_IF_ERROR(r.Int("heal_interval_secs", &cfg->heal_interval_secs, 1, 86400));
+  OL_RETURN_IF_ERROR(r.String("admin_addr", &cfg->admin_addr));
+  OL_RETURN_IF_ERROR(r.String("admin_token", &cfg->admin_token));
   OL_RETURN_IF_ERROR(r.IntList("cores", &cfg->cores));
   r.WarnUnknown();
   return absl::OkStatus();

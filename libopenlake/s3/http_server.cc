@@ -203,6 +203,7 @@ io::Task<absl::StatusOr<std::string_view>> HttpExchange::ReadBody() {
         c_->pos += n;
         body_left_ -= n;
         body_done_ = body_left_ == 0;
+        bytes_in_ += n;
         co_return avail.substr(0, n);
       }
     } else {
@@ -213,6 +214,7 @@ io::Task<absl::StatusOr<std::string_view>> HttpExchange::ReadBody() {
         avail.remove_prefix(used);
         switch (ev.kind) {
           case ChunkedDecoder::Event::kData:
+            bytes_in_ += ev.data.size();
             co_return ev.data;  // a view into c_->buf, before pos
           case ChunkedDecoder::Event::kChunk:
             chunk_ext_ = std::string(ev.extensions);
@@ -262,6 +264,7 @@ std::string HttpExchange::Head(uint64_t length) const {
 io::Task<absl::Status> HttpExchange::SendAll(std::string_view data) {
   absl::Status s = co_await c_->SendAll(data);
   if (!s.ok()) failed_ = true;
+  if (s.ok()) bytes_out_ += data.size();
   co_return s;
 }
 

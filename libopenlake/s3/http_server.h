@@ -90,6 +90,9 @@ class HttpExchange {
   io::Task<absl::Status> StartResponse(uint64_t length);
   io::Task<absl::Status> Write(std::string_view data);
   bool responded() const { return head_sent_; }
+  int status() const { return status_; }
+  uint64_t bytes_in() const { return bytes_in_; }    // body bytes read (decoded framing)
+  uint64_t bytes_out() const { return bytes_out_; }  // response bytes sent, head included
 
  private:
   friend class HttpServer;
@@ -112,6 +115,8 @@ class HttpExchange {
   bool head_sent_ = false;
   std::string pending_head_;  // StartResponse's head, sent with the first Write
   uint64_t response_left_ = 0;
+  uint64_t bytes_in_ = 0;
+  uint64_t bytes_out_ = 0;
   bool failed_ = false;
 };
 

@@ -26,6 +26,7 @@ absl::StatusOr<std::unique_ptr<S3Server>> S3Server::Start(io::Runtime& rt, store
   so.region = options.region;
   so.credentials = *std::move(creds);
   so.route.domains = options.domains;
+  so.reactors = rt.size();
   auto impl = std::make_unique<Impl>();
   impl->service = std::make_unique<S3Service>(store, std::move(so));
   HttpServerOptions ho;
@@ -61,6 +62,8 @@ bool S3Server::generated_credentials() const {
 const std::string& S3Server::credentials_file() const {
   return impl_->service->options().credentials.path;
 }
+
+void S3Server::WriteMetrics(PrometheusWriter& w) const { impl_->service->metrics().Write(w); }
 
 void S3Server::Stop() {
   if (impl_ && impl_->http) impl_->http->Stop();

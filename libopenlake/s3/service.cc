@@ -47,7 +47,7 @@ io::Task<void> Call::Empty(int status) {
 std::string Call::OwnerId() const { return Sha256Hex(StrCat("openlake-owner:", auth.access_key)); }
 
 S3Service::S3Service(store::Store& store, ServiceOptions options)
-    : store_(store), opts_(std::move(options)) {}
+    : store_(store), opts_(std::move(options)), metrics_(opts_.reactors) {}
 
 std::string S3Service::ErrorBody(int status, std::string_view why, std::string* content_type,
                                  std::string* headers) const {
@@ -65,10 +65,19 @@ std::string S3Service::ErrorBody(int status, std::string_view why, std::string* 
 }
 
 io::Task<void> S3Service::Handle(HttpExchange& ex) {
+  const absl::Time start = absl::Now();
   Call c{ex, ex.request(), store_, opts_, {}, {}, NewRequestId(), {}};
   ex.AddHeader("x-amz-request-id", c.request_id);
   ex.AddHeader("x-amz-id-2", c.request_id);
   ex.AddHeader("Server", "OpenLake");
+  co_await Process(c);
+  const io::Reactor* r = io::Reactor::Current();
+  metrics_.Record(r != nullptr ? r->id() : 0, c.route.op, ex.status(), ex.bytes_in(),
+                  ex.bytes_out(),
+                  static_cast<uint64_t>(absl::ToInt64Microseconds(absl::Now() - start)));
+}
+
+io::Task<void> S3Service::Process(Call& c) {
   std::string_view path, query;
   SplitTarget(c.req.target, &path, &query);
   c.resource = std::string(path);

@@ -12,6 +12,7 @@
 #include "s3/credentials.h"
 #include "s3/errors.h"
 #include "s3/http_server.h"
+#include "s3/metrics.h"
 #include "s3/route.h"
 #include "s3/sigv4.h"
 
@@ -23,6 +24,7 @@ struct ServiceOptions {
   RouteOptions route;
   SigV4Options sigv4;
   size_t max_xml_bytes = 4 << 20;  // request documents (CompleteMultipartUpload, Delete)
+  unsigned reactors = 1;           // of the runtime serving it (metrics are kept per reactor)
 };
 
 // One request being served: what every operation needs, and its ways to answer.
@@ -58,12 +60,15 @@ class S3Service {
                         std::string* headers) const;
 
   const ServiceOptions& options() const { return opts_; }
+  const S3Metrics& metrics() const { return metrics_; }
 
  private:
+  io::Task<void> Process(Call& call);  // route, authenticate, dispatch
   io::Task<void> Dispatch(Call& call);
 
   store::Store& store_;
   ServiceOptions opts_;
+  S3Metrics metrics_;
 };
 
 }  // namespace openlake::s3

@@ -27,6 +27,7 @@
 #include "openlake/status.h"
 #include "openlake/version.h"
 
+#include "admin_sources.h"
 #include "object_store.h"
 
 namespace {
@@ -57,6 +58,7 @@ std::string DefaultSocketPath(uint16_t port) {
 }
 
 int Run(const std::string& config_path) {
+  const absl::Time started = absl::Now();
   absl::StatusOr<openlake::Config> cfg_or =
       config_path.empty() ? openlake::DefaultConfig() : openlake::LoadConfigFile(config_path);
   if (!cfg_or.ok()) {
@@ -75,6 +77,23 @@ int Run(const std::string& config_path) {
     if (absl::Status st = openlake::ValidateConfig(cfg); !st.ok()) {
       std::fprintf(stderr, "openlaked: with OPENLAKE_SELF_ID=%s: %s\n", id,
                    std::string(st.message()).c_str());
+      return 2;
+    }
+  }
+
+  const bool admin_explicit = !cfg.admin_addr.empty();
+  const std::string admin_at = admin_explicit ? cfg.admin_addr : "127.0.0.1:9464";
+  if (cfg.admin_addr != "off") {
+    auto admin_addr = openlake::io::SocketAddress::Parse(admin_at);
+    if (!admin_addr.ok()) {
+      std::fprintf(stderr, "openlaked: admin_addr: %s\n",
+                   std::string(admin_addr.status().message()).c_str());
+      return 2;
+    }
+    if (!admin_addr->IsLoopback() && cfg.admin_token.empty()) {
+      std::fprintf(stderr, "openlaked: admin_addr %s listens beyond loopback: set admin_token "
+                   "(clients send it as \"Authorization: Bearer <token>\")\n",
+                   admin_at.c_str());
       return 2;
     }
   }
@@ -164,12 +183,33 @@ int Run(const std::string& config_path) {
     rt->Stop();
     return 2;
   }
+  std::unique_ptr<openlake::AdminServer> admin;
+  if (cfg.admin_addr != "off") {
+    auto a = openlake::AdminServer::Start({admin_at, cfg.admin_token},
+                                          MakeAdminSources(kv.get(), objects.get(), started));
+    if (!a.ok() && !admin_explicit) {
+      std::printf("admin: not started (%s: %s); set admin_addr to serve /metrics elsewhere\n",
+                  admin_at.c_str(), std::string(a.status().message()).c_str());
+    } else if (!a.ok()) {
+      std::fprintf(stderr, "openlaked: admin listener: %s\n",
+                   std::string(a.status().message()).c_str());
+      if (objects) objects->Stop();
+      if (kv) kv->Stop();
+      rt->Stop();
+      return 1;
+    } else {
+      admin = *std::move(a);
+      std::printf("admin: http://%s/metrics, /health/live, /health/ready%s\n",
+                  admin->address().c_str(), cfg.admin_token.empty() ? "" : " (bearer token)");
+    }
+  }
   std::fflush(stdout);
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
   std::printf("openlaked: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   std::fflush(stdout);
+  if (admin) admin->Stop();
   if (objects) objects->Stop();
   if (kv) kv->Stop();
   rt->Stop();

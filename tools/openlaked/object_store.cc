@@ -3,9 +3,11 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -37,6 +39,9 @@ struct ObjectStoreNode::Impl {
   std::condition_variable cv;
   bool stopping = false;
   bool heal_all = false;  // a drive was replaced: heal everything once
+  std::atomic<uint64_t> healed_objects{0};
+  std::atomic<uint64_t> healed_shards{0};
+  std::atomic<uint64_t> heal_failures{0};
   std::chrono::seconds interval{10};
 
   void HealLoop() {
@@ -59,6 +64,9 @@ struct ObjectStoreNode::Impl {
         if (!r.ok()) {
           OL_LOG(kWarning) << "openlaked: healing: " << r.status();
         } else if (r->objects_healed > 0 || r->buckets_healed > 0 || r->objects_failed > 0) {
+          healed_objects += r->objects_healed;
+          healed_shards += r->shards_written;
+          heal_failures += r->objects_failed;
           OL_LOG(kInfo) << "openlaked: healed " << r->objects_healed << " objects ("
                         << r->shards_written << " shards, " << r->buckets_healed
                         << " bucket folders); " << r->objects_failed << " could not be healed";
@@ -152,6 +160,48 @@ absl::StatusOr<std::unique_ptr<ObjectStoreNode>> ObjectStoreNode::Start(
 ObjectStoreNode::ObjectStoreNode(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 ObjectStoreNode::~ObjectStoreNode() { Stop(); }
+
+void ObjectStoreNode::WriteMetrics(openlake::PrometheusWriter& w) const {
+  if (!impl_ || !impl_->store) return;
+  if (impl_->server) impl_->server->WriteMetrics(w);
+  std::map<std::string, int> states;
+  for (const openlake::store::DriveInfo& d : impl_->store->Drives()) ++states[d.state];
+  for (const auto& [state, n] : states) {
+    w.Gauge("openlake_store_drives", "Drives of the object store, by state", n,
+            {{"state", state}});
+  }
+  w.Gauge("openlake_store_heal_queue", "Objects queued for healing by reads",
+          static_cast<double>(impl_->store->heal_backlog()));
+  w.Counter("openlake_store_healed_objects_total", "Objects the healer rewrote on some drive",
+            static_cast<double>(impl_->healed_objects.load()));
+  w.Counter("openlake_store_healed_shards_total", "Drive copies of objects the healer rebuilt",
+            static_cast<double>(impl_->healed_shards.load()));
+  w.Counter("openlake_store_heal_failures_total", "Objects the healer could not rebuild",
+            static_cast<double>(impl_->heal_failures.load()));
+}
+
+bool ObjectStoreNode::Ready(std::string* why) const {
+  if (!impl_ || !impl_->store) {
+    *why = "the object store is stopped";
+    return false;
+  }
+  const openlake::store::Store& st = *impl_->store;
+  std::vector<int> online(static_cast<size_t>(st.set_count()), 0);
+  for (const openlake::store::DriveInfo& d : st.Drives()) {
+    if (d.online && d.set >= 0 && d.set < st.set_count()) ++online[static_cast<size_t>(d.set)];
+  }
+  // The engine's write quorum (engine_open.cc): k drives, one more unless m is 0 or k.
+  const int k = st.data_shards(), m = st.parity_shards();
+  const int quorum = (m == 0 || m == k) ? k : k + 1;
+  for (size_t s = 0; s < online.size(); ++s) {
+    if (online[s] < quorum) {
+      *why = absl::StrCat("erasure set ", s, " has ", online[s], " drives online, fewer than the ",
+                          quorum, " a write needs");
+      return false;
+    }
+  }
+  return true;
+}
 
 void ObjectStoreNode::Stop() {
   if (!impl_) return;

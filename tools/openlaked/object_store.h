@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "openlake/config.h"
 #include "openlake/io/reactor.h"
+#include "openlake/prometheus.h"
 
 class ObjectStoreNode {
  public:
@@ -18,6 +19,11 @@ class ObjectStoreNode {
   ~ObjectStoreNode();  // Stop()
   // Stops the server, then the healer; the engine closes with the object. Not from a reactor.
   void Stop();
+
+  // S3 requests, drives by state, the heal queue and what the healer repaired. Any thread.
+  void WriteMetrics(openlake::PrometheusWriter& w) const;
+  // Ready when every erasure set has a write quorum of drives online.
+  bool Ready(std::string* why) const;
 
  private:
   struct Impl;

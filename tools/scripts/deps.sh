@@ -13,7 +13,7 @@ PACKAGES="
   pybind11-dev python3-dev python3-venv python3-pip python3-mesonpy
   python3-pytest python3-numpy python3-torch
   fio redis-server wrk nginx-light
-  awscli python3-boto3
+  awscli python3-boto3 prometheus
 "
 
 missing=""

@@ -93,6 +93,11 @@ struct Config {
   std::string rpc_secret;
   // Path of the KV pool's Unix socket; empty = a per-user runtime folder (docs/kv-pool.md).
   std::string kv_socket;
+  // The admin listener (/metrics, /health/*; docs/operations.md). Empty: 127.0.0.1:9464,
+  // skipped with a warning when that port is taken (several daemons on one machine); "off":
+  // none. Beyond loopback it needs admin_token, sent as "Authorization: Bearer <token>".
+  std::string admin_addr;
+  std::string admin_token;
   // How often the object store's healer checks its drives and repairs what reads found damaged.
   uint32_t heal_interval_secs = 10;
   // CPUs to run reactors on; empty = every CPU in the process's affinity mask.

@@ -22,6 +22,7 @@
 #include "openlake/config.h"
 #include "openlake/export.h"
 #include "openlake/io/reactor.h"
+#include "openlake/prometheus.h"
 #include "openlake/store/store.h"
 
 namespace openlake::s3 {
@@ -52,6 +53,9 @@ class OL_EXPORT S3Server {
   const std::vector<Credential>& credentials() const;
   bool generated_credentials() const;
   const std::string& credentials_file() const;
+
+  // The server's metrics (requests, bytes and latency by operation) in Prometheus' format.
+  void WriteMetrics(PrometheusWriter& w) const;
 
   // Stops accepting and ends every connection. Idempotent; not from a reactor thread.
   void Stop();
