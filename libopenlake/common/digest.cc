@@ -5,13 +5,18 @@
 namespace openlake {
 namespace {
 
+// Fetched once: OpenSSL 3 looks an algorithm up on every init given its legacy EVP_sha256()
+// form, which costs more than hashing a short string.
 const EVP_MD* Md(Digest::Kind k) {
+  static const EVP_MD* md5 = EVP_MD_fetch(nullptr, "MD5", nullptr);
+  static const EVP_MD* sha1 = EVP_MD_fetch(nullptr, "SHA1", nullptr);
+  static const EVP_MD* sha256 = EVP_MD_fetch(nullptr, "SHA2-256", nullptr);
   switch (k) {
-    case Digest::kMd5: return EVP_md5();
-    case Digest::kSha1: return EVP_sha1();
+    case Digest::kMd5: return md5;
+    case Digest::kSha1: return sha1;
     case Digest::kSha256: break;
   }
-  return EVP_sha256();
+  return sha256;
 }
 
 }  // namespace

@@ -133,6 +133,14 @@ bool PercentDecode(std::string_view in, std::string* out) {
   return true;
 }
 
+const std::string* FindParam(const std::vector<std::pair<std::string, std::string>>& params,
+                             std::string_view name) {
+  for (const auto& [k, v] : params) {
+    if (k == name) return &v;
+  }
+  return nullptr;
+}
+
 bool ParseQueryString(std::string_view q,
                       std::vector<std::pair<std::string, std::string>>* out) {
   while (!q.empty()) {

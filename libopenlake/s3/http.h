@@ -132,6 +132,9 @@ inline int HexDigit(char c) {
 bool PercentDecode(std::string_view in, std::string* out);
 // "k=v&k2&k3=" into decoded (name, value) pairs in order; false on a malformed escape.
 bool ParseQueryString(std::string_view q, std::vector<std::pair<std::string, std::string>>* out);
+// The first value of `name` among parsed query parameters, or nullptr.
+const std::string* FindParam(const std::vector<std::pair<std::string, std::string>>& params,
+                             std::string_view name);
 
 // Lower-cases ASCII letters.
 std::string AsciiLower(std::string_view s);

@@ -12,6 +12,7 @@
 #include "common/strings.h"
 #include "openlake/log.h"
 #include "openlake/status.h"
+#include "s3/fields.h"
 
 namespace openlake::s3 {
 namespace {
@@ -50,11 +51,7 @@ std::string HttpDate() {
   thread_local std::string text;
   const time_t now = time(nullptr);
   if (now != last) {
-    std::tm tm{};
-    gmtime_r(&now, &tm);
-    char buf[64];
-    std::strftime(buf, sizeof(buf), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-    text = buf;
+    text = FormatHttpDate(absl::FromTimeT(now));
     last = now;
   }
   return text;

@@ -18,21 +18,6 @@ std::string_view Chars(absl::Span<const std::byte> b) {
   return std::string_view(reinterpret_cast<const char*>(b.data()), b.size());
 }
 
-// [first, first + length) of a `size`-byte object for a Range; false when unsatisfiable.
-bool Resolve(const store::RangeSpec& r, uint64_t size, uint64_t* first, uint64_t* length) {
-  if (r.suffix) {
-    if (*r.suffix == 0 || size == 0) return false;
-    *length = std::min(*r.suffix, size);
-    *first = size - *length;
-    return true;
-  }
-  if (*r.first >= size) return false;
-  *first = *r.first;
-  const uint64_t last = r.last ? std::min(*r.last, size - 1) : size - 1;
-  *length = last - *first + 1;
-  return true;
-}
-
 }  // namespace
 
 io::Task<void> PutObject(Call& c) {
@@ -67,9 +52,10 @@ io::Task<void> GetObject(Call& c, bool head) {
     }
     uint64_t first = 0;
     uint64_t length = info->size;
-    if (range && !Resolve(*range, info->size, &first, &length)) {
+    const absl::Status resolved = store::ResolveRange(info->size, range, &first, &length);
+    if (!resolved.ok()) {
       c.ex.AddHeader("Content-Range", StrCat("bytes */", info->size));
-      co_await c.Error("InvalidRange", 416, "The requested range is not satisfiable");
+      co_await c.Fail(resolved);
       co_return;
     }
     AddObjectHeaders(c, *info);

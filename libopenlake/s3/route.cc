@@ -73,12 +73,7 @@ std::string_view OpName(Op op) {
   return "NotImplemented";
 }
 
-const std::string* Route::Param(std::string_view name) const {
-  for (const auto& [k, v] : query) {
-    if (k == name) return &v;
-  }
-  return nullptr;
-}
+const std::string* Route::Param(std::string_view name) const { return FindParam(query, name); }
 
 void SplitTarget(std::string_view target, std::string_view* path, std::string_view* query) {
   if (target.substr(0, 7) == "http://" || target.substr(0, 8) == "https://") {

@@ -54,22 +54,14 @@ std::string HmacSha1Base64(std::string_view key, std::string_view data) {
   return Base64(std::string_view(reinterpret_cast<const char*>(out), len));
 }
 
-const std::string* Param(const std::vector<std::pair<std::string, std::string>>& params,
-                         std::string_view name) {
-  for (const auto& [k, v] : params) {
-    if (k == name) return &v;
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 bool IsSigV2(const SigV4Request& req) {
   const Header* a = FindHeader(*req.headers, "authorization");
   if (a != nullptr) return a->value.compare(0, 4, "AWS ") == 0;
   std::vector<std::pair<std::string, std::string>> params;
-  return ParseQueryString(req.query, &params) && Param(params, "AWSAccessKeyId") != nullptr &&
-         Param(params, "Signature") != nullptr;
+  return ParseQueryString(req.query, &params) && FindParam(params, "AWSAccessKeyId") != nullptr &&
+         FindParam(params, "Signature") != nullptr;
 }
 
 SigV4Result VerifySigV2(const SigV4Request& req, std::string_view bucket_from_host,
@@ -111,9 +103,9 @@ SigV4Result VerifySigV2(const SigV4Request& req, std::string_view bucket_from_ho
     date_field = amz_date != nullptr ? "" : date->value;
   } else {
     r.presigned = true;
-    access_key = *Param(params, "AWSAccessKeyId");
-    signature = *Param(params, "Signature");
-    const std::string* expires = Param(params, "Expires");
+    access_key = *FindParam(params, "AWSAccessKeyId");
+    signature = *FindParam(params, "Signature");
+    const std::string* expires = FindParam(params, "Expires");
     int64_t e = 0;
     bool ok = expires != nullptr && !expires->empty() && expires->size() <= 12;
     for (char ch : ok ? *expires : std::string()) {

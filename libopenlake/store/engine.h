@@ -111,6 +111,7 @@ class Engine final : public Store {
   int set_count() const override { return sets_; }
   int data_shards() const override { return k_; }
   int parity_shards() const override { return m_; }
+  int write_quorum() const override { return write_quorum_; }
   std::string deployment_id() const override { return deployment_id_; }
 
   io::Task<absl::Status> MakeBucket(std::string bucket) override;
@@ -159,7 +160,6 @@ class Engine final : public Store {
   int n() const { return n_; }  // drives per set
   int k() const { return k_; }
   int m() const { return m_; }
-  int write_quorum() const { return write_quorum_; }
   const ec::Codec& codec() const { return *codec_; }
   NamespaceLocks& locks() { return locks_; }
   InlineCache& inline_cache() { return inline_cache_; }
@@ -281,8 +281,7 @@ uint64_t BlockCount(uint64_t part_size, uint32_t k, uint32_t block_size);
 
 // objects.cc: S3's conditional-request rules (If-Match, If-None-Match, If-Modified-Since,
 // If-Unmodified-Since and their precedence) and byte ranges.
+// (ResolveRange is public: openlake/store/store.h.)
 absl::Status CheckConditions(const ObjectInfo& info, const Conditions& c);
-absl::Status ResolveRange(uint64_t size, const std::optional<RangeSpec>& range, uint64_t* offset,
-                          uint64_t* length);
 
 }  // namespace openlake::store

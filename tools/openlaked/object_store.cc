@@ -190,9 +190,7 @@ bool ObjectStoreNode::Ready(std::string* why) const {
   for (const openlake::store::DriveInfo& d : st.Drives()) {
     if (d.online && d.set >= 0 && d.set < st.set_count()) ++online[static_cast<size_t>(d.set)];
   }
-  // The engine's write quorum (engine_open.cc): k drives, one more unless m is 0 or k.
-  const int k = st.data_shards(), m = st.parity_shards();
-  const int quorum = (m == 0 || m == k) ? k : k + 1;
+  const int quorum = st.write_quorum();
   for (size_t s = 0; s < online.size(); ++s) {
     if (online[s] < quorum) {
       *why = absl::StrCat("erasure set ", s, " has ", online[s], " drives online, fewer than the ",

@@ -128,6 +128,11 @@ struct GetOptions {
   Conditions conditions;
 };
 
+// [offset, offset + length) of a `size`-byte object for `range` (the whole object without
+// one); InvalidRange when no byte of it exists. OpenObject applies it; a HEAD answer too.
+OL_EXPORT absl::Status ResolveRange(uint64_t size, const std::optional<RangeSpec>& range,
+                                    uint64_t* offset, uint64_t* length);
+
 struct ListOptions {
   std::string prefix;
   std::string delimiter;
@@ -277,6 +282,8 @@ class OL_EXPORT Store {
   virtual int set_count() const = 0;
   virtual int data_shards() const = 0;
   virtual int parity_shards() const = 0;
+  // Drives of a set that must take a write for it to succeed.
+  virtual int write_quorum() const = 0;
   virtual std::string deployment_id() const = 0;
 
   // ---- Buckets.
