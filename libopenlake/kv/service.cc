@@ -76,6 +76,7 @@ class KvService::Impl {
     ro.max_frame_bytes = options_.max_frame_bytes;
     OL_ASSIGN_OR_RETURN(server_, net::RpcServer::Create(reactor_, ro));
     Register();
+    if (options_.extend) options_.extend(*server_);
     server_->OnDisconnect([this](const net::ConnectionInfo& info) { pool_.CloseSession(info.id); });
     if (!options_.unix_socket.empty()) {
       OL_RETURN_IF_ERROR(EnsureOwnerOnlyDir(options_.unix_socket));

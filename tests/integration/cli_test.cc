@@ -180,11 +180,14 @@ TEST_CASE("openlake usage errors exit 2; --help exits 0 with examples", "[cli]")
   CHECK(Cli(dir, {"no-such-command"}).rc == 2);
   CHECK(Cli(dir, {"kv", "stats", "--no-such-flag"}).rc == 2);
   CHECK(Cli(dir, {"cluster", "up"}).rc == 2);  // --config is required
+  CHECK(Cli(dir, {"cluster", "status"}).rc == 2);
   for (std::vector<std::string> cmd : {std::vector<std::string>{"--help"},
                                        {"node", "info", "--help"},
                                        {"disk", "info", "--help"},
                                        {"kv", "stats", "--help"},
                                        {"cluster", "up", "--help"},
+                                       {"cluster", "status", "--help"},
+                                       {"cluster", "topology", "--help"},
                                        {"version", "--help"}}) {
     const CliResult r = Cli(dir, cmd);
     CHECK(r.rc == 0);
@@ -443,4 +446,184 @@ TEST_CASE("openlake cluster up runs openlaked in its place until SIGTERM", "[cli
     CHECK(r.rc == 2);
     CHECK(r.err.find("bad.toml") != std::string::npos);
   }
+}
+
+namespace {
+
+// A three-node deployment for `cluster status` / `topology`: node 0 serves KV and S3, node 1
+// S3 only, node 2 is configured but never started. Each node has its own config (its self_id,
+// listen addresses and drives) over the same [[nodes]] list.
+struct ThreeNodes {
+  explicit ThreeNodes(const TempDir& dir) {
+    for (int i = 0; i < 3; ++i) ports.push_back(FreePort());
+    admin = "127.0.0.1:" + std::to_string(FreePort());
+    for (int i = 0; i < 3; ++i) configs.push_back(WriteConfig(dir, Name(i), Config(dir, i)));
+  }
+  std::string Address(int i) const { return "127.0.0.1:" + std::to_string(ports[i]); }
+  static std::string Name(int i) { return "node" + std::to_string(i) + ".toml"; }
+  std::string Nodes() const {
+    std::ostringstream c;
+    for (int i = 0; i < 3; ++i) {
+      c << "[[nodes]]\nid = " << i << "\nrpc_addr = \"" << Address(i) << "\"\ndisk_count = 4\n";
+    }
+    return c.str();
+  }
+  std::string Config(const TempDir& dir, int i) const {
+    std::ostringstream c;
+    c << "mode = \"storage\"\nself_id = " << i << "\nrpc_addr = \"" << Address(i) << "\"\n"
+      << "s3_addr = \"127.0.0.1:0\"\n"
+      << "admin_addr = \"" << (i == 0 ? admin : std::string("off")) << "\"\ndata_dirs = [";
+    for (int d = 0; d < 4; ++d) {
+      c << (d ? ", " : "") << '"' << dir.File("n" + std::to_string(i) + "/d" + std::to_string(d))
+        << '"';
+    }
+    c << "]\n";
+    if (i == 0) c << "kv_socket = \"" << dir.File("kv0.sock") << "\"\n";
+    c << "[[credentials]]\naccess_key = \"clusterkey\"\nsecret_key = \"clustersecret12345\"\n";
+    if (i == 0) c << "[kv_slab]\ncapacity_gb = 0.0625\n";
+    return c.str() + Nodes();
+  }
+  std::vector<uint16_t> ports;
+  std::string admin;
+  std::vector<std::string> configs;
+};
+
+}  // namespace
+
+TEST_CASE("openlake cluster status asks each node over its RPC; a down node exits 1", "[cli]") {
+  TempDir dir;
+  ThreeNodes nodes(dir);
+  Proc n0({Env("OPENLAKED"), "--config", nodes.configs[0]}, dir.File("n0.out"));
+  Proc n1({Env("OPENLAKED"), "--config", nodes.configs[1]}, dir.File("n1.out"));
+  INFO(n0.Output() << n1.Output());
+  REQUIRE(n0.WaitFor("admin: http://"));
+  REQUIRE(n1.WaitFor("node status: rpc"));
+
+  CliResult r = Cli(dir, {"cluster", "status", "--config", nodes.configs[0], "--json",
+                          "--probe-timeout-secs", "2"});
+  CHECK(r.rc == 1);  // node 2 is down
+  Struct s = ParseJson(r.out);
+  CHECK(Field(s, "up").number_value() == 2);
+  CHECK(Field(s, "down").number_value() == 1);
+  const auto& list = Field(s, "nodes").list_value();
+  REQUIRE(list.values_size() == 3);
+  const Struct& a = list.values(0).struct_value();
+  CHECK(Field(a, "up").bool_value());
+  CHECK(Field(a, "address").string_value() == nodes.Address(0));
+  CHECK(Field(a, "version").string_value() == openlake::Version());
+  CHECK(Field(a, "uptime_secs").number_value() >= 0);
+  REQUIRE(Field(a, "serves").list_value().values_size() == 2);
+  CHECK(Field(a, "serves").list_value().values(0).string_value() == "kv");
+  CHECK(Field(a, "serves").list_value().values(1).string_value() == "s3");
+  CHECK(Field(a, "s3_addr").string_value().find("127.0.0.1:") == 0);
+  CHECK(Field(a, "admin_addr").string_value() == nodes.admin);
+  CHECK(Field(a, "drives").number_value() == 4);
+  CHECK(Field(a, "drives_online").number_value() == 4);
+  CHECK(Field(a, "error").has_null_value());
+  const Struct& b = list.values(1).struct_value();
+  CHECK(Field(b, "up").bool_value());
+  REQUIRE(Field(b, "serves").list_value().values_size() == 1);
+  CHECK(Field(b, "serves").list_value().values(0).string_value() == "s3");
+  CHECK(Field(b, "admin_addr").has_null_value());
+  const Struct& c = list.values(2).struct_value();
+  CHECK(!Field(c, "up").bool_value());
+  CHECK(Field(c, "version").has_null_value());
+  CHECK(!Field(c, "error").string_value().empty());
+
+  // Text: a line per node and the summary.
+  r = Cli(dir, {"cluster", "status", "--config", nodes.configs[1], "--probe-timeout-secs", "2"});
+  CHECK(r.rc == 1);
+  CHECK(r.out.find(nodes.Address(0)) != std::string::npos);
+  CHECK(r.out.find("drives 4/4 online") != std::string::npos);
+  CHECK(r.out.find("3 nodes: 2 up, 1 down") != std::string::npos);
+
+  // Every node up: exit 0. (A config naming only the running nodes.)
+  std::string two = ReadFile(nodes.configs[0]);
+  two.resize(two.find("[[nodes]]\nid = 2"));
+  const std::string two_cfg = WriteConfig(dir, "two.toml", two);
+  r = Cli(dir, {"cluster", "status", "--config", two_cfg});
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("2 nodes: 2 up, 0 down") != std::string::npos);
+
+  // An address that another node answers on is not that node.
+  std::string swapped = two;
+  swapped.replace(swapped.find(nodes.Address(1)), nodes.Address(1).size(), nodes.Address(0));
+  r = Cli(dir, {"cluster", "status", "--config", WriteConfig(dir, "swap.toml", swapped)});
+  CHECK(r.rc == 1);
+  CHECK(r.out.find("answers as node 0, not 1") != std::string::npos);
+
+  // No config: a usage error.
+  r = Cli(dir, {"cluster", "status", "--config", dir.File("missing.toml")});
+  CHECK(r.rc == 2);
+  CHECK(n0.Stop() == 0);
+  CHECK(n1.Stop() == 0);
+}
+
+TEST_CASE("openlake cluster topology: as configured, and probed", "[cli]") {
+  TempDir dir;
+  ThreeNodes nodes(dir);
+
+  // Without --probe nothing is contacted: every node down is fine.
+  CliResult r = Cli(dir, {"cluster", "topology", "--config", nodes.configs[0], "--json"});
+  REQUIRE(r.rc == 0);
+  Struct s = ParseJson(r.out);
+  CHECK(Field(s, "set_drive_count").number_value() == 4);
+  const auto& list = Field(s, "nodes").list_value();
+  REQUIRE(list.values_size() == 3);
+  const Struct& self = list.values(0).struct_value();
+  CHECK(Field(self, "sets").number_value() == 1);
+  CHECK(Field(self, "parity").number_value() == 2);
+  REQUIRE(Field(self, "drives").list_value().values_size() == 4);
+  const Struct& d3 = Field(self, "drives").list_value().values(3).struct_value();
+  CHECK(Field(d3, "path").string_value() == dir.File("n0/d3"));
+  CHECK(Field(d3, "position").number_value() == 3);
+  CHECK(Field(self, "probe").has_null_value());
+  CHECK(Field(list.values(1).struct_value(), "drives").has_null_value());  // another node's
+  r = Cli(dir, {"cluster", "topology", "--config", nodes.configs[0]});
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find("3 nodes, 12 drives") != std::string::npos);
+  CHECK(r.out.find("RS 2+2") != std::string::npos);
+
+  Proc n0({Env("OPENLAKED"), "--config", nodes.configs[0]}, dir.File("n0.out"));
+  Proc n1({Env("OPENLAKED"), "--config", nodes.configs[1]}, dir.File("n1.out"));
+  INFO(n0.Output() << n1.Output());
+  REQUIRE(n0.WaitFor("admin: http://"));
+  REQUIRE(n1.WaitFor("node status: rpc"));
+  r = Cli(dir, {"cluster", "topology", "--config", nodes.configs[0], "--probe", "--json",
+                "--probe-timeout-secs", "2"});
+  CHECK(r.rc == 1);  // node 2 cannot be asked
+  s = ParseJson(r.out);
+  const auto& probed = Field(s, "nodes").list_value();
+  const Struct& p0 = Field(probed.values(0).struct_value(), "probe").struct_value();
+  CHECK(Field(p0, "up").bool_value());
+  CHECK(Field(p0, "deployment_id").string_value().size() == 36);
+  const auto& drives = Field(p0, "drives").list_value();
+  REQUIRE(drives.values_size() == 4);
+  for (const Value& v : drives.values()) {
+    const Struct& d = v.struct_value();
+    CHECK(Field(d, "online").bool_value());
+    CHECK(Field(d, "state").string_value() == "ok");
+    CHECK(Field(d, "set").number_value() == 0);
+    CHECK(Field(d, "total_bytes").number_value() > 0);
+    CHECK(Field(d, "free_bytes").number_value() <= Field(d, "total_bytes").number_value());
+  }
+  const Struct& pool = Field(p0, "kv_pool").struct_value();
+  CHECK(Field(pool, "capacity_bytes").number_value() > 32.0 * (1 << 20));
+  CHECK(Field(pool, "used_bytes").number_value() == 0);
+  const Struct& p1 = Field(probed.values(1).struct_value(), "probe").struct_value();
+  CHECK(Field(p1, "up").bool_value());
+  CHECK(Field(p1, "kv_pool").has_null_value());  // node 1 runs no pool
+  const Struct& p2 = Field(probed.values(2).struct_value(), "probe").struct_value();
+  CHECK(!Field(p2, "up").bool_value());
+  CHECK(!Field(p2, "error").string_value().empty());
+
+  // The text form, from another node's config.
+  r = Cli(dir, {"cluster", "topology", "--config", nodes.configs[1], "--probe",
+                "--probe-timeout-secs", "2"});
+  CHECK(r.rc == 1);
+  CHECK(r.out.find("KV pool: ") != std::string::npos);
+  CHECK(r.out.find("set 0 (RS 2+2):") != std::string::npos);
+  CHECK(r.out.find("unreachable: ") != std::string::npos);
+  CHECK(n0.Stop() == 0);
+  CHECK(n1.Stop() == 0);
 }

@@ -12,6 +12,17 @@ int Fail(int code, std::string_view message) {
   return code;
 }
 
+std::optional<Config> LoadConfigOrReport(const std::string& path) {
+  absl::StatusOr<Config> cfg = path.empty() ? absl::StatusOr<Config>(DefaultConfig())
+                                            : LoadConfigFile(path);
+  if (!cfg.ok()) {
+    const auto m = cfg.status().message();
+    Fail(kExitUsage, std::string_view(m.data(), m.size()));
+    return std::nullopt;
+  }
+  return *std::move(cfg);
+}
+
 std::string HumanBytes(uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   double v = static_cast<double>(bytes);

@@ -3,11 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "openlake/config.h"
 
 namespace openlake::cli {
 
@@ -18,6 +21,11 @@ inline constexpr int kExitUsage = 2;    // bad arguments or a bad config
 
 // Prints "openlake: <message>" on stderr and returns `code`.
 int Fail(int code, std::string_view message);
+
+// Loads the config at `path` (empty: the embedded default). On failure prints the parser's
+// message (file, line and key) as the command's error and returns nothing; the caller exits
+// with kExitUsage.
+std::optional<Config> LoadConfigOrReport(const std::string& path);
 
 // "1.5 GiB".
 std::string HumanBytes(uint64_t bytes);
@@ -68,5 +76,7 @@ void AddNodeCommands(CLI::App& app, int* exit_code);
 void AddDiskCommands(CLI::App& app, int* exit_code);
 void AddKvCommands(CLI::App& app, int* exit_code);
 void AddClusterCommands(CLI::App& app, int* exit_code);
+// `cluster status` and `cluster topology` (cluster_status.cc), under the `cluster` command.
+void AddClusterStatusCommands(CLI::App& cluster, int* exit_code);
 
 }  // namespace openlake::cli

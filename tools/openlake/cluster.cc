@@ -1,6 +1,7 @@
-// `openlake cluster ...`: whole-deployment commands. For now `cluster up`, which runs openlaked
-// with a config in the foreground (local development). The process becomes openlaked (execv),
-// so Ctrl-C and SIGTERM reach the daemon directly.
+// `openlake cluster ...`: whole-deployment commands. Here `cluster up`, which runs openlaked
+// with a config in the foreground (local development): the process becomes openlaked (execv),
+// so Ctrl-C and SIGTERM reach the daemon directly. `cluster status` and `cluster topology` are
+// in cluster_status.cc.
 #include <limits.h>
 #include <unistd.h>
 
@@ -53,10 +54,7 @@ std::string FindOpenlaked() {
 
 int RunUp(const UpOptions& o) {
   // Check the config here first, so a mistake reads the same as from every other command.
-  if (auto cfg = LoadConfigFile(o.config); !cfg.ok()) {
-    const auto m = cfg.status().message();
-    return Fail(kExitUsage, std::string_view(m.data(), m.size()));
-  }
+  if (!LoadConfigOrReport(o.config)) return kExitUsage;
   std::string bin = o.openlaked;
   if (bin.empty()) {
     bin = FindOpenlaked();
@@ -100,6 +98,7 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
       "  openlake cluster up --config examples/configs/kv_local.toml\n"
       "  openlake cluster up --config node.toml --openlaked ./build/tools/openlaked/openlaked");
   up->callback([o, exit_code] { *exit_code = RunUp(*o); });
+  AddClusterStatusCommands(*cluster, exit_code);
 }
 
 }  // namespace openlake::cli

@@ -282,12 +282,8 @@ struct DiskOptions {
 };
 
 int RunDiskInfo(const DiskOptions& o) {
-  absl::StatusOr<Config> cfg =
-      o.config.empty() ? absl::StatusOr<Config>(DefaultConfig()) : LoadConfigFile(o.config);
-  if (!cfg.ok()) {
-    const auto m = cfg.status().message();
-    return Fail(kExitUsage, std::string_view(m.data(), m.size()));
-  }
+  std::optional<Config> cfg = LoadConfigOrReport(o.config);
+  if (!cfg) return kExitUsage;
   std::vector<DriveReport> drives;
   for (const std::string& dir : cfg->data_dirs) drives.push_back(Inspect(dir));
   if (o.json) {

@@ -9,6 +9,8 @@
 //   openlake disk info --config node.toml
 //   openlake kv stats --target 127.0.0.1:9400
 //   openlake cluster up --config node.toml
+//   openlake cluster status --config cluster.toml
+//   openlake cluster topology --config cluster.toml --probe
 #include <csignal>
 
 #include <CLI/CLI.hpp>
@@ -27,6 +29,8 @@ int main(int argc, char** argv) {
       "  openlake disk info --config node.toml\n"
       "  openlake kv stats --target 127.0.0.1:9400\n"
       "  openlake cluster up --config node.toml\n"
+      "  openlake cluster status --config cluster.toml\n"
+      "  openlake cluster topology --config cluster.toml --probe\n"
       "\n"
       "Exit codes: 0 ok, 1 the command failed (e.g. a daemon is unreachable), 2 bad usage or\n"
       "config. `openlake COMMAND --help` describes each command.");

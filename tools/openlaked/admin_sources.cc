@@ -1,12 +1,68 @@
 // openlaked's metrics and readiness (see admin_sources.h).
 #include "admin_sources.h"
 
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+
 #include "openlake/version.h"
 
 namespace {
+
+// The loop counters of every reactor at the previous scrape, for the busy ratio since then.
+struct LoopHistory {
+  absl::Mutex mu;
+  std::vector<openlake::io::Reactor::LoopStats> last ABSL_GUARDED_BY(mu);
+};
+
+void RuntimeMetrics(openlake::io::Runtime& rt, LoopHistory& history,
+                    openlake::PrometheusWriter& w) {
+  using LoopStats = openlake::io::Reactor::LoopStats;
+  std::vector<LoopStats> now(rt.size());
+  for (unsigned i = 0; i < rt.size(); ++i) {
+    // Read on the reactor itself: the counters are its thread's alone.
+    if (!rt.RunOn(i, [&rt, &now, i] { now[i] = rt.reactor(i).loop_stats(); }).ok()) return;
+  }
+  std::vector<LoopStats> before;
+  {
+    absl::MutexLock lock(&history.mu);
+    before = history.last;
+    history.last = now;
+  }
+  before.resize(now.size());
+  auto labels = [&rt](unsigned i) -> openlake::PrometheusLabels {
+    return {{"reactor", absl::StrCat(i)}, {"cpu", absl::StrCat(rt.reactor(i).cpu())}};
+  };
+  for (unsigned i = 0; i < now.size(); ++i) {
+    const double busy = static_cast<double>(now[i].busy_ns - before[i].busy_ns);
+    const double idle = static_cast<double>(now[i].idle_ns - before[i].idle_ns);
+    w.Gauge("openlake_reactor_busy_ratio",
+            "Share of the time since the previous scrape a reactor spent running work rather "
+            "than waiting in io_uring_enter",
+            busy + idle > 0 ? busy / (busy + idle) : 0.0, labels(i));
+  }
+  for (unsigned i = 0; i < now.size(); ++i) {
+    w.Counter("openlake_reactor_busy_seconds_total", "Time a reactor spent running work",
+              static_cast<double>(now[i].busy_ns) * 1e-9, labels(i));
+  }
+  for (unsigned i = 0; i < now.size(); ++i) {
+    w.Counter("openlake_reactor_ring_submissions_total", "SQEs a reactor submitted to io_uring",
+              static_cast<double>(now[i].submitted), labels(i));
+  }
+  for (unsigned i = 0; i < now.size(); ++i) {
+    w.Counter("openlake_reactor_ring_completions_total", "CQEs a reactor reaped from io_uring",
+              static_cast<double>(now[i].reaped), labels(i));
+  }
+  for (unsigned i = 0; i < now.size(); ++i) {
+    w.Counter("openlake_reactor_loop_iterations_total", "Turns of a reactor's event loop",
+              static_cast<double>(now[i].iterations), labels(i));
+  }
+}
 
 void KvMetrics(openlake::kv::KvService& kv, openlake::PrometheusWriter& w) {
   using openlake::PrometheusWriter;
@@ -50,21 +106,23 @@ void KvMetrics(openlake::kv::KvService& kv, openlake::PrometheusWriter& w) {
     if (method.size() > 3 && method.compare(method.size() - 3, 3, "_us") == 0) {
       method.resize(method.size() - 3);
     }
-    w.Histogram("openlake_kv_request_duration_seconds", "KV RPC handling time, by method", h,
-                1e-6, {{"method", method}});
+    w.Histogram("openlake_kv_request_duration_seconds", "KV RPC handling time, by method", h, 1e-6,
+                {{"method", method}});
   }
 }
 
 }  // namespace
 
-openlake::AdminSources MakeAdminSources(openlake::kv::KvService* kv, ObjectStoreNode* objects,
-                                        absl::Time started) {
+openlake::AdminSources MakeAdminSources(openlake::io::Runtime* rt, openlake::kv::KvService* kv,
+                                        ObjectStoreNode* objects, absl::Time started) {
   openlake::AdminSources src;
-  src.metrics = [kv, objects, started](openlake::PrometheusWriter& w) {
+  auto history = std::make_shared<LoopHistory>();
+  src.metrics = [rt, kv, objects, started, history](openlake::PrometheusWriter& w) {
     w.Gauge("openlake_build_info", "The running version", 1,
             {{"version", std::string(openlake::Version())}});
     w.Gauge("openlake_uptime_seconds", "Seconds since openlaked started",
             absl::ToDoubleSeconds(absl::Now() - started));
+    RuntimeMetrics(*rt, *history, w);
     if (kv != nullptr) KvMetrics(*kv, w);
     if (objects != nullptr) objects->WriteMetrics(w);
   };

@@ -1,11 +1,12 @@
-// What openlaked's admin listener serves: the metrics of the KV pool, the object store and the
-// process, and readiness (the pool up, every erasure set with a write quorum).
+// What openlaked's admin listener serves: the metrics of the KV pool, the object store, the
+// reactors (busy ratio, ring submissions) and the process, and readiness (the pool up, every erasure set with a write quorum).
 #pragma once
 
 #include "absl/time/time.h"
 #include "object_store.h"
 #include "openlake/admin.h"
+#include "openlake/io/reactor.h"
 #include "openlake/kv/service.h"
 
-openlake::AdminSources MakeAdminSources(openlake::kv::KvService* kv, ObjectStoreNode* objects,
-                                        absl::Time started);
+openlake::AdminSources MakeAdminSources(openlake::io::Runtime* rt, openlake::kv::KvService* kv,
+                                        ObjectStoreNode* objects, absl::Time started);

@@ -19,16 +19,18 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
+#include "admin_sources.h"
+#include "node_status.h"
+#include "object_store.h"
+
 #include "openlake/config.h"
 #include "openlake/io/reactor.h"
 #include "openlake/io/socket.h"
 #include "openlake/kv/service.h"
 #include "openlake/log.h"
+#include "openlake/node/status.h"
 #include "openlake/status.h"
 #include "openlake/version.h"
-
-#include "admin_sources.h"
-#include "object_store.h"
 
 namespace {
 
@@ -57,6 +59,53 @@ std::string DefaultSocketPath(uint16_t port) {
   return absl::StrCat("/tmp/openlake-", geteuid(), "/", file);
 }
 
+// Overrides from the environment, for containers: the pod ordinal as the node id (as upstream
+// reads it), and the secrets a Kubernetes Secret passes as variables rather than in a config
+// file. False (after printing why) when a value is unusable.
+bool ApplyEnvironment(openlake::Config* cfg) {
+  auto env = [](const char* name) -> const char* {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0' ? v : nullptr;
+  };
+  std::vector<std::string> applied;
+  if (const char* id = env("OPENLAKE_SELF_ID")) {
+    uint32_t v = 0;
+    if (!absl::SimpleAtoi(id, &v) || v > 65535) {
+      std::fprintf(stderr, "openlaked: OPENLAKE_SELF_ID=%s is not a node id\n", id);
+      return false;
+    }
+    cfg->self_id = v;
+    applied.push_back(absl::StrCat("OPENLAKE_SELF_ID=", id));
+  }
+  if (const char* s = env("OPENLAKE_RPC_SECRET")) {
+    cfg->rpc_secret = s;
+    applied.push_back("OPENLAKE_RPC_SECRET");
+  }
+  if (const char* t = env("OPENLAKE_ADMIN_TOKEN")) {
+    cfg->admin_token = t;
+    applied.push_back("OPENLAKE_ADMIN_TOKEN");
+  }
+  const char* ak = env("OPENLAKE_S3_ACCESS_KEY");
+  const char* sk = env("OPENLAKE_S3_SECRET_KEY");
+  if ((ak == nullptr) != (sk == nullptr)) {
+    std::fprintf(stderr,
+                 "openlaked: OPENLAKE_S3_ACCESS_KEY and OPENLAKE_S3_SECRET_KEY go "
+                 "together: set both or neither\n");
+    return false;
+  }
+  if (ak != nullptr) {
+    cfg->credentials = {openlake::Credential{ak, sk}};
+    applied.push_back("OPENLAKE_S3_ACCESS_KEY/OPENLAKE_S3_SECRET_KEY");
+  }
+  if (applied.empty()) return true;
+  if (absl::Status st = openlake::ValidateConfig(*cfg); !st.ok()) {
+    std::fprintf(stderr, "openlaked: with %s: %s\n", absl::StrJoin(applied, ", ").c_str(),
+                 std::string(st.message()).c_str());
+    return false;
+  }
+  return true;
+}
+
 int Run(const std::string& config_path) {
   const absl::Time started = absl::Now();
   absl::StatusOr<openlake::Config> cfg_or =
@@ -66,20 +115,7 @@ int Run(const std::string& config_path) {
     return 2;
   }
   openlake::Config cfg = *std::move(cfg_or);
-  // As upstream: a StatefulSet passes the pod ordinal here.
-  if (const char* id = std::getenv("OPENLAKE_SELF_ID"); id && *id) {
-    uint32_t v = 0;
-    if (!absl::SimpleAtoi(id, &v) || v > 65535) {
-      std::fprintf(stderr, "openlaked: OPENLAKE_SELF_ID=%s is not a node id\n", id);
-      return 2;
-    }
-    cfg.self_id = v;
-    if (absl::Status st = openlake::ValidateConfig(cfg); !st.ok()) {
-      std::fprintf(stderr, "openlaked: with OPENLAKE_SELF_ID=%s: %s\n", id,
-                   std::string(st.message()).c_str());
-      return 2;
-    }
-  }
+  if (!ApplyEnvironment(&cfg)) return 2;
 
   const bool admin_explicit = !cfg.admin_addr.empty();
   const std::string admin_at = admin_explicit ? cfg.admin_addr : "127.0.0.1:9464";
@@ -91,7 +127,8 @@ int Run(const std::string& config_path) {
       return 2;
     }
     if (!admin_addr->IsLoopback() && cfg.admin_token.empty()) {
-      std::fprintf(stderr, "openlaked: admin_addr %s listens beyond loopback: set admin_token "
+      std::fprintf(stderr,
+                   "openlaked: admin_addr %s listens beyond loopback: set admin_token "
                    "(clients send it as \"Authorization: Bearer <token>\")\n",
                    admin_at.c_str());
       return 2;
@@ -131,6 +168,10 @@ int Run(const std::string& config_path) {
               rt->reactor(0).deferred_taskrun() ? "SINGLE_ISSUER|DEFER_TASKRUN"
                                                 : "(plain flags: older kernel)");
 
+  // Every node answers the node status RPC on rpc_addr: on the KV pool's listeners when it runs
+  // one, else on a listener of its own (below).
+  auto status = std::make_shared<NodeStatusSource>(cfg, rt->size(), started);
+  openlake::node::StatusFn status_fn = [status] { return status->Status(); };
   std::unique_ptr<openlake::kv::KvService> kv;
   if (cfg.kv_enabled) {
     auto slab = openlake::KvSlabBytes(cfg.kv_slab, openlake::MemTotalBytes());
@@ -152,6 +193,10 @@ int Run(const std::string& config_path) {
     ko.lease = absl::Seconds(cfg.kv_slab.reserve_ttl_secs);
     ko.secret = cfg.rpc_secret;
     ko.reactor = 0;
+    ko.extend = [&status_fn](openlake::net::RpcServer& server) {
+      openlake::node::ServeStatus(server, status_fn);
+    };
+    status->SetKv(*slab);
     auto svc = openlake::kv::KvService::Start(*rt, ko);
     if (!svc.ok()) {
       std::fprintf(stderr, "openlaked: KV pool: %s\n", std::string(svc.status().message()).c_str());
@@ -177,28 +222,53 @@ int Run(const std::string& config_path) {
       return 1;
     }
     objects = *std::move(node);
+    status->SetObjects(objects.get());
   }
   if (!kv && !objects) {
     std::fprintf(stderr, "openlaked: this configuration enables nothing this build serves\n");
     rt->Stop();
     return 2;
   }
+  std::unique_ptr<openlake::node::StatusServer> status_server;
+  if (!kv) {
+    auto srv = openlake::node::StatusServer::Start(*rt, 0, cfg.rpc_addr, cfg.rpc_secret, status_fn);
+    if (!srv.ok() && cfg.nodes.empty() && absl::IsUnavailable(srv.status())) {
+      // A lone storage node whose rpc_addr is taken (say, by another daemon's KV pool on the
+      // default port) serves S3 all the same; in a cluster every node must answer.
+      std::printf("node status: not served (rpc_addr %s: %s)\n", cfg.rpc_addr.c_str(),
+                  std::string(srv.status().message()).c_str());
+    } else if (!srv.ok()) {
+      std::fprintf(stderr, "openlaked: node status on rpc_addr %s: %s\n", cfg.rpc_addr.c_str(),
+                   std::string(srv.status().message()).c_str());
+      if (objects) objects->Stop();
+      rt->Stop();
+      const bool config =
+          absl::IsInvalidArgument(srv.status()) || absl::IsFailedPrecondition(srv.status());
+      return config ? 2 : 1;
+    } else {
+      status_server = *std::move(srv);
+      std::printf("node status: rpc %s\n", status_server->address().c_str());
+    }
+  }
   std::unique_ptr<openlake::AdminServer> admin;
   if (cfg.admin_addr != "off") {
-    auto a = openlake::AdminServer::Start({admin_at, cfg.admin_token},
-                                          MakeAdminSources(kv.get(), objects.get(), started));
+    auto a = openlake::AdminServer::Start(
+        {admin_at, cfg.admin_token}, MakeAdminSources(rt.get(), kv.get(), objects.get(), started));
     if (!a.ok() && !admin_explicit) {
       std::printf("admin: not started (%s: %s); set admin_addr to serve /metrics elsewhere\n",
                   admin_at.c_str(), std::string(a.status().message()).c_str());
     } else if (!a.ok()) {
       std::fprintf(stderr, "openlaked: admin listener: %s\n",
                    std::string(a.status().message()).c_str());
+      status->SetObjects(nullptr);
       if (objects) objects->Stop();
+      if (status_server) status_server->Stop();
       if (kv) kv->Stop();
       rt->Stop();
       return 1;
     } else {
       admin = *std::move(a);
+      status->SetAdmin(admin->address());
       std::printf("admin: http://%s/metrics, /health/live, /health/ready%s\n",
                   admin->address().c_str(), cfg.admin_token.empty() ? "" : " (bearer token)");
     }
@@ -210,7 +280,9 @@ int Run(const std::string& config_path) {
   std::printf("openlaked: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   std::fflush(stdout);
   if (admin) admin->Stop();
+  status->SetObjects(nullptr);
   if (objects) objects->Stop();
+  if (status_server) status_server->Stop();
   if (kv) kv->Stop();
   rt->Stop();
   std::printf("openlaked: stopped\n");

@@ -2,6 +2,7 @@
 #include "object_store.h"
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -43,10 +44,27 @@ struct ObjectStoreNode::Impl {
   std::atomic<uint64_t> healed_shards{0};
   std::atomic<uint64_t> heal_failures{0};
   std::chrono::seconds interval{10};
+  // Capacity and free bytes of each drive's file system, by path, as of the last check.
+  mutable std::mutex space_mu;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> space;
+
+  void MeasureSpace() {
+    std::map<std::string, std::pair<uint64_t, uint64_t>> now;
+    for (const openlake::store::DriveInfo& d : store->Drives()) {
+      struct statvfs v {};
+      if (d.online && statvfs(d.path.c_str(), &v) == 0) {
+        now[d.path] = {static_cast<uint64_t>(v.f_blocks) * v.f_frsize,
+                       static_cast<uint64_t>(v.f_bavail) * v.f_frsize};
+      }
+    }
+    std::lock_guard<std::mutex> g(space_mu);
+    space = std::move(now);
+  }
 
   void HealLoop() {
     std::unique_lock<std::mutex> lock(mu);
     while (!stopping) {
+      MeasureSpace();
       // A drive folder removed or emptied under us gets its identity back, then a full heal.
       absl::StatusOr<int> restored = store->RestoreDrives();
       if (!restored.ok()) {
@@ -152,6 +170,7 @@ absl::StatusOr<std::unique_ptr<ObjectStoreNode>> ObjectStoreNode::Start(
     std::printf("S3 listens beyond loopback: every request must be signed (SigV4); traffic is "
                 "plain HTTP unless a TLS proxy is in front\n");
   }
+  impl->MeasureSpace();
   Impl* raw = impl.get();
   impl->healer = std::thread([raw] { raw->HealLoop(); });
   return std::unique_ptr<ObjectStoreNode>(new ObjectStoreNode(std::move(impl)));
@@ -199,6 +218,32 @@ bool ObjectStoreNode::Ready(std::string* why) const {
     }
   }
   return true;
+}
+
+void ObjectStoreNode::FillStatus(openlake::node::NodeStatus* st) const {
+  if (!impl_ || !impl_->store) return;
+  const openlake::store::Store& store = *impl_->store;
+  st->s3 = impl_->server != nullptr;
+  if (impl_->server) st->s3_addr = impl_->server->address();
+  st->deployment_id = store.deployment_id();
+  st->set_count = store.set_count();
+  st->data_shards = store.data_shards();
+  st->parity_shards = store.parity_shards();
+  std::lock_guard<std::mutex> g(impl_->space_mu);
+  for (const openlake::store::DriveInfo& d : store.Drives()) {
+    openlake::node::DriveStatus ds;
+    ds.path = d.path;
+    ds.set = d.set;
+    ds.position = d.position;
+    ds.online = d.online;
+    ds.state = d.state;
+    ds.drive_id = d.drive_id;
+    if (auto it = impl_->space.find(d.path); it != impl_->space.end()) {
+      ds.total_bytes = it->second.first;
+      ds.free_bytes = it->second.second;
+    }
+    st->drives.push_back(std::move(ds));
+  }
 }
 
 void ObjectStoreNode::Stop() {

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "openlake/config.h"
 #include "openlake/io/reactor.h"
+#include "openlake/node/status.h"
 #include "openlake/prometheus.h"
 
 class ObjectStoreNode {
@@ -24,6 +25,10 @@ class ObjectStoreNode {
   void WriteMetrics(openlake::PrometheusWriter& w) const;
   // Ready when every erasure set has a write quorum of drives online.
   bool Ready(std::string* why) const;
+  // The S3 address, the layout and each drive's live state, with its capacity and free space
+  // as of the healer's last check (so that it never blocks: the node status RPC calls it on a
+  // reactor).
+  void FillStatus(openlake::node::NodeStatus* st) const;
 
  private:
   struct Impl;

@@ -67,6 +67,7 @@ class Server:
         self.port = None
         self.stdout = ""
         self.cwd = None  # where relative data_dirs land (None: the test's own)
+        self.env = {}  # added to the daemon's environment
 
     def start(self) -> "Server":
         self.log_file = open(self.log, "ab")
@@ -74,7 +75,8 @@ class Server:
         self.out_file = open(out_path, "wb")
         self.proc = subprocess.Popen([openlaked_path(), "--config", str(self.config)],
                                      stdout=self.out_file, stderr=self.log_file,
-                                     cwd=self.cwd, preexec_fn=_die_with_parent)
+                                     cwd=self.cwd, env={**os.environ, **self.env},
+                                     preexec_fn=_die_with_parent)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             self.stdout = out_path.read_text(errors="replace")

@@ -74,6 +74,15 @@ def test_health_metrics_promtool_and_prometheus(tmp_path):
         assert re.search(r'openlake_s3_request_duration_seconds_count\{op="GetObject"\} 1\b',
                          text)
         assert "openlake_build_info{version=" in text
+        # Every reactor: its busy ratio since the previous scrape (within [0, 1]) and its
+        # ring's submissions (the requests above went through the rings).
+        ratios = re.findall(r'^openlake_reactor_busy_ratio\{reactor="(\d+)",cpu="\d+"\} (\S+)$',
+                            text, re.M)
+        assert ratios and all(0.0 <= float(v) <= 1.0 for _, v in ratios)
+        subs = re.findall(r'^openlake_reactor_ring_submissions_total\{reactor="\d+",cpu="\d+"\}'
+                          r' (\S+)$', text, re.M)
+        assert len(subs) == len(ratios) and sum(float(v) for v in subs) > 0
+        assert "openlake_reactor_ring_completions_total{" in text
 
         promtool = shutil.which("promtool")
         if promtool is None:
@@ -134,3 +143,31 @@ def test_admin_beyond_loopback_needs_a_token(tmp_path):
                        text=True, timeout=30)
     assert p.returncode == 2
     assert "listens beyond loopback: set admin_token" in p.stderr
+
+
+def test_secrets_from_the_environment(tmp_path):
+    """As a Kubernetes Secret passes them: the S3 key pair and the admin token as variables,
+    replacing what the config says (here: a config with none)."""
+    server = Server(tmp_path, credentials=False)
+    server.env = {"OPENLAKE_S3_ACCESS_KEY": "ENVACCESSKEY0001",
+                  "OPENLAKE_S3_SECRET_KEY": "env-secret-0123456789abcdef",
+                  "OPENLAKE_ADMIN_TOKEN": "env-admin-token"}
+    server.access_key, server.secret_key = "ENVACCESSKEY0001", "env-secret-0123456789abcdef"
+    admin = _admin(server, 'admin_addr = "127.0.0.1:0"\n')
+    try:
+        assert "credentials (generated" not in server.stdout
+        assert _get(f"http://{admin}/health/ready")[0] == 401
+        assert _get(f"http://{admin}/health/ready", "env-admin-token") == (200, "ready\n")
+        s3 = make_client(server)
+        s3.create_bucket(Bucket="from-env")
+        assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == ["from-env"]
+    finally:
+        assert server.stop() == 0, server.log.read_text()
+    # Half a key pair is refused, naming both variables.
+    from conftest import openlaked_path
+    import os
+    p = subprocess.run([openlaked_path(), "--config", str(server.config)], capture_output=True,
+                       text=True, timeout=30,
+                       env={**os.environ, "OPENLAKE_S3_ACCESS_KEY": "ONLYTHEACCESSKEY"})
+    assert p.returncode == 2
+    assert "OPENLAKE_S3_ACCESS_KEY and OPENLAKE_S3_SECRET_KEY go together" in p.stderr

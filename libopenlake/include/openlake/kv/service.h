@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,7 @@
 #include "openlake/io/reactor.h"
 #include "openlake/kv/types.h"
 #include "openlake/metrics.h"
+#include "openlake/net/rpc.h"
 
 namespace openlake::kv {
 
@@ -46,6 +48,9 @@ struct KvServiceOptions {
   std::string secret;
   unsigned reactor = 0;  // the reactor that owns the pool
   uint32_t max_frame_bytes = 64u << 20;
+  // Registers more methods on the pool's RPC server, so they are served on the same listeners
+  // (openlaked adds the node status). Runs once, on the pool's reactor, before it listens.
+  std::function<void(net::RpcServer&)> extend;
 };
 
 class OL_EXPORT KvService {

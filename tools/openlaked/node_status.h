@@ -1,0 +1,38 @@
+// What openlaked answers to the node status RPC (openlake/node/status.h): its id, version,
+// uptime, what it serves, and its drives. Parts are added as they start and removed before they
+// stop, so a status request that comes in meanwhile sees only what is running.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+#include "object_store.h"
+
+#include "openlake/config.h"
+#include "openlake/node/status.h"
+
+class NodeStatusSource {
+ public:
+  NodeStatusSource(const openlake::Config& cfg, uint32_t reactors, absl::Time started)
+      : node_id_(cfg.self_id), reactors_(reactors), started_(started) {}
+
+  void SetKv(uint64_t slab_bytes);
+  void SetObjects(const ObjectStoreNode* objects);  // nullptr: stopping
+  void SetAdmin(std::string address);
+
+  // Any thread; never blocks for long (the RPC calls it on a reactor).
+  openlake::node::NodeStatus Status() const;
+
+ private:
+  const uint32_t node_id_;
+  const uint32_t reactors_;
+  const absl::Time started_;
+  mutable absl::Mutex mu_;
+  uint64_t kv_slab_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  const ObjectStoreNode* objects_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::string admin_addr_ ABSL_GUARDED_BY(mu_);
+};
