@@ -26,6 +26,7 @@ namespace {
 
 struct StatusOptions {
   std::string config;
+  std::string secret;  // overrides the config's rpc_secret
   double timeout_secs = 3;
   bool probe = false;  // topology only: ask the nodes too
   bool json = false;
@@ -60,7 +61,7 @@ std::vector<NodeReport> ConfiguredNodes(const Config& cfg) {
 void Ask(NodeReport* r, const Config& cfg, const StatusOptions& o, bool with_pool) {
   r->asked = true;
   node::QueryOptions q;
-  q.secret = cfg.rpc_secret;
+  q.secret = o.secret.empty() ? cfg.rpc_secret : o.secret;
   q.timeout = absl::Seconds(o.timeout_secs);
   absl::StatusOr<node::NodeStatus> st = node::QueryStatus(r->node.rpc_addr, q);
   if (!st.ok()) {
@@ -76,7 +77,7 @@ void Ask(NodeReport* r, const Config& cfg, const StatusOptions& o, bool with_poo
   }
   if (!with_pool || !r->status.kv) return;
   kv::ClientOptions co;
-  co.secret = cfg.rpc_secret;
+  co.secret = q.secret;
   co.map_slab = false;
   co.connect_timeout = q.timeout;
   co.call_timeout = q.timeout;
@@ -389,7 +390,11 @@ int RunTopology(const StatusOptions& o) {
   return kExitOk;
 }
 
-void AddTimeout(CLI::App* cmd, StatusOptions* o) {
+void AddCommonOptions(CLI::App* cmd, StatusOptions* o) {
+  cmd->add_option("--secret", o->secret,
+                  "rpc_secret of the nodes, when the config leaves it to the environment (as the "
+                  "Helm chart does)")
+      ->envname("OPENLAKE_RPC_SECRET");
   cmd->add_option("--probe-timeout-secs", o->timeout_secs,
                   "how long each node has to answer (connect and call)")
       ->capture_default_str()
@@ -404,11 +409,12 @@ void AddClusterStatusCommands(CLI::App& cluster, int* exit_code) {
     CLI::App* status = cluster.add_subcommand(
         "status", "ask every node of a config whether it is up, what it serves, its version");
     status->add_option("-c,--config", o->config, "the deployment's TOML config")->required();
-    AddTimeout(status, o.get());
+    AddCommonOptions(status, o.get());
     status->add_flag("--json", o->json, "one JSON object on stdout");
     status->footer(
         "Each node is asked over its RPC address (rpc_addr of its [[nodes]] entry; the config's\n"
-        "rpc_secret authenticates). Exit status 1 when any node is down or another node answers.\n"
+        "rpc_secret, or --secret / OPENLAKE_RPC_SECRET, authenticates). Exit status 1 when any\n"
+        "node is down or another node answers on its address.\n"
         "\n"
         "Examples:\n"
         "  openlake cluster status --config cluster.toml\n"
@@ -423,7 +429,7 @@ void AddClusterStatusCommands(CLI::App& cluster, int* exit_code) {
     topo->add_flag("--probe", o->probe,
                    "ask each node for its drives' live state, capacity and free space, and its "
                    "KV pool's size and use");
-    AddTimeout(topo, o.get());
+    AddCommonOptions(topo, o.get());
     topo->add_flag("--json", o->json, "one JSON object on stdout");
     topo->footer(
         "Without --probe nothing is contacted. With it, exit status 1 when a node cannot be "

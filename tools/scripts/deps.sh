@@ -14,6 +14,7 @@ PACKAGES="
   python3-pytest python3-numpy python3-torch
   fio redis-server wrk nginx-light
   awscli python3-boto3 prometheus
+  golang-go python3-yaml python3-kubernetes
 "
 
 missing=""
