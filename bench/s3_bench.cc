@@ -21,7 +21,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -30,11 +29,10 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include "bench_util.h"
 
+#include "openlake/s3/client.h"
 #include "openlake/status.h"
 
 namespace openlake::bench {
@@ -62,57 +60,21 @@ int Fail(const std::string& what, const absl::Status& st) {
   return 1;
 }
 
-// ---- SigV4, client side (the request a client would send; nothing of the server is reused)
-
-std::string HexOf(const unsigned char* p, size_t n) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < n; ++i) {
-    out += kDigits[p[i] >> 4];
-    out += kDigits[p[i] & 15];
-  }
-  return out;
-}
-
-std::string Sha256Hex(const std::string& s) {
-  unsigned char d[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_Digest(s.data(), s.size(), d, &n, EVP_sha256(), nullptr);
-  return HexOf(d, n);
-}
-
-std::string Hmac(const std::string& key, const std::string& data) {
-  unsigned char d[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), d, &n);
-  return std::string(reinterpret_cast<char*>(d), n);
-}
+// ---- SigV4, client side: the library's public signer (openlake/s3/client.h)
 
 // Header lines ("Name: value") signing `method path` (a path of unreserved characters and '/'),
 // with an unsigned payload.
 std::vector<std::string> SignedHeaders(const std::string& method, const std::string& host,
                                        const std::string& path) {
-  char amz_date[32], day[16];
-  const time_t now = time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  std::strftime(amz_date, sizeof(amz_date), "%Y%m%dT%H%M%SZ", &tm);
-  std::strftime(day, sizeof(day), "%Y%m%d", &tm);
-  const std::string payload = "UNSIGNED-PAYLOAD";
-  const std::string canonical = method + "\n" + path + "\n\nhost:" + host +
-                                "\nx-amz-content-sha256:" + payload + "\nx-amz-date:" +
-                                amz_date + "\n\nhost;x-amz-content-sha256;x-amz-date\n" + payload;
-  const std::string scope = std::string(day) + "/" + kRegion + "/s3/aws4_request";
-  const std::string sts = std::string("AWS4-HMAC-SHA256\n") + amz_date + "\n" + scope + "\n" +
-                          Sha256Hex(canonical);
-  std::string key = Hmac(std::string("AWS4") + kSecret, day);
-  key = Hmac(Hmac(Hmac(key, kRegion), "s3"), "aws4_request");
-  const std::string sig = Hmac(key, sts);
-  return {"x-amz-date: " + std::string(amz_date), "x-amz-content-sha256: " + payload,
-          "Authorization: AWS4-HMAC-SHA256 Credential=" + std::string(kAccess) + "/" + scope +
-              ", SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=" +
-              HexOf(reinterpret_cast<const unsigned char*>(sig.data()), sig.size())};
+  s3::RequestToSign r;
+  r.method = method;
+  r.host = host;
+  r.path = path;
+  std::vector<std::string> lines;
+  for (const s3::HttpHeader& h : s3::SignV4Headers(r, {kAccess, kSecret}, kRegion, absl::Now())) {
+    lines.push_back(h.name + ": " + h.value);
+  }
+  return lines;
 }
 
 // ---- A blocking HTTP/1.1 client for the large transfers

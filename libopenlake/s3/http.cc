@@ -92,6 +92,92 @@ HeadResult ParseField(std::string_view line, Header* h) {
   return HeadResult();
 }
 
+// Header fields from `*pos` up to and including the empty line that ends a head; `*pos` then
+// points past it. kIncomplete asks for more bytes; kComplete carries no `consumed`.
+HeadResult ParseFields(std::string_view in, size_t* pos, const HttpLimits& limits,
+                       std::vector<Header>* out) {
+  const size_t head_start = *pos;
+  while (true) {
+    const size_t end = in.find("\r\n", *pos);
+    if (end == std::string_view::npos) {
+      if (in.size() - head_start > limits.max_header_bytes) return Fail(431, "headers too large");
+      if (in.find('\n', *pos) != std::string_view::npos) return Fail(400, "bare LF in headers");
+      return HeadResult();
+    }
+    if (end - head_start > limits.max_header_bytes) return Fail(431, "headers too large");
+    if (end == *pos) {
+      *pos += 2;
+      HeadResult done;
+      done.state = HeadResult::kComplete;
+      return done;
+    }
+    const std::string_view field = in.substr(*pos, end - *pos);
+    if (field.find('\n') != std::string_view::npos || field.find('\r') != std::string_view::npos) {
+      return Fail(400, "bare CR or LF in a header");
+    }
+    if (field.front() == ' ' || field.front() == '\t') {
+      return Fail(400, "obsolete line folding in headers");
+    }
+    if (out->size() == limits.max_headers) return Fail(431, "too many headers");
+    Header h;
+    HeadResult f = ParseField(field, &h);
+    if (f.state == HeadResult::kError) return f;
+    out->push_back(std::move(h));
+    *pos = end + 2;
+  }
+}
+
+// A Content-Length value. A list of equal values ("5, 5") is allowed by RFC 9110; anything
+// else is not.
+bool ParseContentLength(std::string_view value, uint64_t* out) {
+  uint64_t n = 0;
+  bool ok = true, first = true;
+  ForEachListItem(value, [&](std::string_view item) {
+    uint64_t v = 0;
+    if (!ParseLength(item, &v) || (!first && v != n)) ok = false;
+    n = v;
+    first = false;
+  });
+  *out = n;
+  return ok && !first;
+}
+
+// A Transfer-Encoding value: true when it is "chunked" alone (nothing else is supported, and
+// nothing may follow chunked).
+bool IsChunkedOnly(std::string_view value) {
+  bool chunked = false, ok = true;
+  ForEachListItem(value, [&](std::string_view item) {
+    if (chunked || !EqualsLower(item, "chunked")) ok = false;
+    chunked = true;
+  });
+  return ok && chunked;
+}
+
+// Whether the Connection header's items and the version leave the connection open.
+bool KeepsAlive(const std::vector<Header>& headers, int minor_version) {
+  bool close = minor_version == 0, keep_alive_token = false;
+  for (const Header& h : headers) {
+    if (h.name != "connection") continue;
+    ForEachListItem(h.value, [&](std::string_view item) {
+      if (EqualsLower(item, "close")) close = true;
+      if (EqualsLower(item, "keep-alive")) keep_alive_token = true;
+    });
+  }
+  if (minor_version == 0) close = !keep_alive_token;
+  return !close;
+}
+
+// "HTTP/1.x" as the version field of a start line: x, or -1 when malformed; -2 for another
+// major version.
+int MinorVersion(std::string_view version) {
+  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || version[6] != '.' ||
+      version[5] < '0' || version[5] > '9' || version[7] < '0' || version[7] > '9') {
+    return -1;
+  }
+  if (version[5] != '1') return -2;
+  return version[7] - '0';
+}
+
 }  // namespace
 
 std::string AsciiLower(std::string_view s) {
@@ -210,84 +296,37 @@ HeadResult ParseRequestHead(std::string_view in, const HttpLimits& limits, Reque
     const auto c = static_cast<unsigned char>(ch);
     if (c <= 0x20 || c == 0x7f) return Fail(400, "invalid character in request target");
   }
-  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || version[6] != '.' ||
-      version[5] < '0' || version[5] > '9' || version[7] < '0' || version[7] > '9') {
-    return Fail(400, "malformed HTTP version");
-  }
-  if (version[5] != '1') return Fail(505, "only HTTP/1.x is served");
+  const int minor = MinorVersion(version);
+  if (minor == -1) return Fail(400, "malformed HTTP version");
+  if (minor < 0) return Fail(505, "only HTTP/1.x is served");
   Request req;
   req.method = std::string(method);
   req.target = std::string(target);
-  req.minor_version = version[7] - '0';
+  req.minor_version = minor;
   pos = eol + 2;
 
   // Header fields, up to the empty line.
-  const size_t head_start = pos;
-  while (true) {
-    const size_t end = in.find("\r\n", pos);
-    if (end == std::string_view::npos) {
-      if (in.size() - head_start > limits.max_header_bytes) return Fail(431, "headers too large");
-      if (in.find('\n', pos) != std::string_view::npos) return Fail(400, "bare LF in headers");
-      return HeadResult();
-    }
-    if (end - head_start > limits.max_header_bytes) return Fail(431, "headers too large");
-    if (end == pos) {
-      pos += 2;
-      break;
-    }
-    const std::string_view field = in.substr(pos, end - pos);
-    if (field.find('\n') != std::string_view::npos || field.find('\r') != std::string_view::npos) {
-      return Fail(400, "bare CR or LF in a header");
-    }
-    if (field.front() == ' ' || field.front() == '\t') {
-      return Fail(400, "obsolete line folding in headers");
-    }
-    if (req.headers.size() == limits.max_headers) return Fail(431, "too many headers");
-    Header h;
-    HeadResult f = ParseField(field, &h);
-    if (f.state == HeadResult::kError) return f;
-    req.headers.push_back(std::move(h));
-    pos = end + 2;
-  }
+  const HeadResult fields = ParseFields(in, &pos, limits, &req.headers);
+  if (fields.state != HeadResult::kComplete) return fields;
 
   // Framing, persistence and expectations.
   bool have_length = false, chunked = false, has_te = false;
   int hosts = 0;
-  bool close = req.minor_version == 0, keep_alive_token = false;
   for (const Header& h : req.headers) {
     if (h.name == "content-length") {
       uint64_t n = 0;
-      // A list of equal values ("5, 5") is allowed by RFC 9110; anything else is not.
-      bool ok = true, first = true;
-      ForEachListItem(h.value, [&](std::string_view item) {
-        uint64_t v = 0;
-        if (!ParseLength(item, &v) || (!first && v != n)) ok = false;
-        n = v;
-        first = false;
-      });
-      if (!ok || first) return Fail(400, "invalid Content-Length");
+      if (!ParseContentLength(h.value, &n)) return Fail(400, "invalid Content-Length");
       if (have_length && n != req.content_length) return Fail(400, "conflicting Content-Length");
       have_length = true;
       req.content_length = n;
     } else if (h.name == "transfer-encoding") {
-      has_te = true;
-      bool ok = true;
-      ForEachListItem(h.value, [&](std::string_view item) {
-        if (chunked) ok = false;  // nothing may follow chunked
-        if (EqualsLower(item, "chunked")) {
-          chunked = true;
-        } else {
-          ok = false;
-        }
-      });
-      if (!ok) return Fail(501, "unsupported Transfer-Encoding: " + h.value);
+      // One Transfer-Encoding field only: a second one would follow chunked.
+      if (has_te || !IsChunkedOnly(h.value)) {
+        return Fail(501, "unsupported Transfer-Encoding: " + h.value);
+      }
+      has_te = chunked = true;
     } else if (h.name == "host") {
       ++hosts;
-    } else if (h.name == "connection") {
-      ForEachListItem(h.value, [&](std::string_view item) {
-        if (EqualsLower(item, "close")) close = true;
-        if (EqualsLower(item, "keep-alive")) keep_alive_token = true;
-      });
     } else if (h.name == "expect") {
       if (!EqualsLower(h.value, "100-continue")) return Fail(417, "unsupported Expect: " + h.value);
       req.expect_continue = req.minor_version >= 1;
@@ -304,10 +343,76 @@ HeadResult ParseRequestHead(std::string_view in, const HttpLimits& limits, Reque
   } else if (have_length) {
     req.framing = BodyFraming::kLength;
   }
-  if (req.minor_version == 0) close = !keep_alive_token;
-  req.keep_alive = !close;
+  req.keep_alive = KeepsAlive(req.headers, req.minor_version);
 
   *out = std::move(req);
+  HeadResult r;
+  r.state = HeadResult::kComplete;
+  r.consumed = pos;
+  return r;
+}
+
+std::string_view ResponseHead::Value(std::string_view lower_name) const {
+  const Header* h = Find(lower_name);
+  return h == nullptr ? std::string_view() : std::string_view(h->value);
+}
+
+HeadResult ParseResponseHead(std::string_view in, const HttpLimits& limits, bool head_request,
+                             ResponseHead* out) {
+  // Status line: "HTTP/1.1 200 OK" (the reason phrase may be empty or hold spaces).
+  const size_t eol = in.find("\r\n");
+  if (eol == std::string_view::npos) {
+    if (in.size() > limits.max_request_line) return Fail(502, "status line too long");
+    return HeadResult();
+  }
+  const std::string_view line = in.substr(0, eol);
+  const size_t sp = line.find(' ');
+  const int minor = MinorVersion(line.substr(0, sp));
+  if (sp == std::string_view::npos || minor < 0 || line.size() < sp + 4 ||
+      (line.size() > sp + 4 && line[sp + 4] != ' ')) {
+    return Fail(502, "malformed status line");
+  }
+  int status = 0;
+  for (char c : line.substr(sp + 1, 3)) {
+    if (c < '0' || c > '9') return Fail(502, "malformed status code");
+    status = status * 10 + (c - '0');
+  }
+  ResponseHead resp;
+  resp.status = status;
+  resp.minor_version = minor;
+  size_t pos = eol + 2;
+  HeadResult fields = ParseFields(in, &pos, limits, &resp.headers);
+  if (fields.state == HeadResult::kError) fields.status = 502;
+  if (fields.state != HeadResult::kComplete) return fields;
+
+  bool have_length = false, chunked = false;
+  for (const Header& h : resp.headers) {
+    if (h.name == "content-length") {
+      uint64_t n = 0;
+      if (!ParseContentLength(h.value, &n) || (have_length && n != resp.content_length)) {
+        return Fail(502, "invalid Content-Length");
+      }
+      have_length = true;
+      resp.content_length = n;
+    } else if (h.name == "transfer-encoding") {
+      if (chunked || !IsChunkedOnly(h.value)) {
+        return Fail(502, "unsupported Transfer-Encoding: " + h.value);
+      }
+      chunked = true;
+    }
+  }
+  resp.keep_alive = KeepsAlive(resp.headers, minor);
+  if (head_request || status < 200 || status == 204 || status == 304) {
+    resp.framing = BodyFraming::kNone;
+  } else if (chunked) {
+    resp.framing = BodyFraming::kChunked;  // it wins over a Content-Length (RFC 9112 6.3)
+  } else if (have_length) {
+    resp.framing = BodyFraming::kLength;
+  } else {
+    resp.until_close = true;
+    resp.keep_alive = false;
+  }
+  *out = std::move(resp);
   HeadResult r;
   r.state = HeadResult::kComplete;
   r.consumed = pos;

@@ -71,6 +71,28 @@ struct HeadResult {
 // it rescan the head once per byte.
 HeadResult ParseRequestHead(std::string_view in, const HttpLimits& limits, Request* out);
 
+// A response head, as a client reads it (the S3 client, openlake/s3/client.h).
+struct ResponseHead {
+  int status = 0;
+  int minor_version = 1;
+  std::vector<Header> headers;
+  // How the body is delimited: kNone (HEAD, 1xx, 204, 304), kLength, kChunked, or, with neither
+  // header, by the server closing the connection (`until_close`).
+  BodyFraming framing = BodyFraming::kNone;
+  uint64_t content_length = 0;
+  bool until_close = false;
+  bool keep_alive = true;  // the connection may carry another request after this one
+
+  const Header* Find(std::string_view lower_name) const { return FindHeader(headers, lower_name); }
+  std::string_view Value(std::string_view lower_name) const;
+};
+
+// Parses one response head at the start of `in` (same results as ParseRequestHead: `status`
+// of an error is 502, the server's reply being malformed). `head_request`: the response
+// answers a HEAD, so it has no body whatever its headers say.
+HeadResult ParseResponseHead(std::string_view in, const HttpLimits& limits, bool head_request,
+                             ResponseHead* out);
+
 // True when the bytes from `from` on (with the three before them) hold the blank line ending a
 // head, or `in` has outgrown what a head may be: then ParseRequestHead has something to say.
 bool HeadMayBeComplete(std::string_view in, size_t from, const HttpLimits& limits);

@@ -68,15 +68,6 @@ bool ParseCredential(std::string_view v, Credential* c) {
   return true;
 }
 
-std::string FormatAmzDate(int64_t t) {
-  const time_t tt = static_cast<time_t>(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y%m%dT%H%M%SZ", &tm);
-  return buf;
-}
-
 std::array<uint8_t, 32> DeriveSigningKey(std::string_view secret, const Credential& c) {
   const std::string k0 = "AWS4" + std::string(secret);
   auto k1 = HmacSha256(k0, c.date);
@@ -113,7 +104,72 @@ bool SameSignature(std::string_view a, std::string_view b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
+// What both sides build. The canonical request after its path line: the query (names and values
+// SigV4-encoded, sorted by name then value; a presigned URL's own X-Amz-Signature left out),
+// "name:value" per signed header (repeated headers joined by ','), the signed header list and
+// the payload. `signed_headers` are lower-case names; nullopt names one missing from `headers`
+// in *missing.
+std::optional<std::string> CanonicalTail(
+    const std::vector<std::pair<std::string, std::string>>& params, bool presigned,
+    const std::vector<Header>& headers, const std::vector<std::string>& signed_headers,
+    std::string_view payload, std::string* missing) {
+  std::string rest;
+  std::vector<std::pair<std::string, std::string>> query;
+  for (const auto& [k, v] : params) {
+    if (presigned && k == "X-Amz-Signature") continue;
+    query.emplace_back(UriEncode(k, false), UriEncode(v, false));
+  }
+  std::sort(query.begin(), query.end());
+  for (size_t i = 0; i < query.size(); ++i) {
+    if (i > 0) rest.push_back('&');
+    rest.append(query[i].first).append("=").append(query[i].second);
+  }
+  rest.append("\n");
+  std::string signed_list;
+  for (size_t i = 0; i < signed_headers.size(); ++i) {
+    const std::string& name = signed_headers[i];
+    std::string value;
+    bool found = false;
+    for (const Header& h : headers) {
+      if (h.name != name) continue;
+      if (found) value.push_back(',');
+      value += CanonicalValue(h.value);
+      found = true;
+    }
+    if (!found) {
+      *missing = name;
+      return std::nullopt;
+    }
+    rest.append(name).append(":").append(value).append("\n");
+    if (i > 0) signed_list.push_back(';');
+    signed_list += name;
+  }
+  rest.append("\n").append(signed_list).append("\n").append(payload);
+  return rest;
+}
+
+// The hex signature of the canonical request `method`, `path`, `tail`.
+std::string SignCanonical(const std::array<uint8_t, 32>& key, std::string_view method,
+                          std::string_view path, std::string_view tail, std::string_view amz_date,
+                          std::string_view scope) {
+  std::string canonical;
+  canonical.reserve(method.size() + path.size() + tail.size() + 2);
+  canonical.append(method).append("\n").append(path).append("\n").append(tail);
+  const std::string string_to_sign =
+      StrCat(kAlgorithm, "\n", amz_date, "\n", scope, "\n", Sha256Hex(canonical));
+  return Sign(key, string_to_sign);
+}
+
 }  // namespace
+
+std::string FormatAmzDate(int64_t unix_seconds) {
+  const time_t tt = static_cast<time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y%m%dT%H%M%SZ", &tm);
+  return buf;
+}
 
 // ---- Helpers
 
@@ -342,57 +398,31 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
   if (!PercentDecode(req.path, &path)) {
     return AuthError("InvalidArgument", 400, "malformed percent-escape in the path");
   }
-  // Clients differ in how they escape a path (some send '~' or '*' escaped, some not) and sign
-  // what they send; AWS signs the path as sent. So the path as sent is tried first, then the
-  // SigV4 encoding of its decoded form: both name the same object, and the signature must
-  // match one of them exactly.
-  std::string rest;  // the canonical request after the path line
-  std::vector<std::pair<std::string, std::string>> query;
-  for (const auto& [k, v] : params) {
-    if (r.presigned && k == "X-Amz-Signature") continue;
-    query.emplace_back(UriEncode(k, false), UriEncode(v, false));
-  }
-  std::sort(query.begin(), query.end());
-  for (size_t i = 0; i < query.size(); ++i) {
-    if (i > 0) rest.push_back('&');
-    rest.append(query[i].first).append("=").append(query[i].second);
-  }
-  rest.append("\n");
-  std::string signed_list;
-  for (size_t i = 0; i < signed_headers.size(); ++i) {
-    const std::string& name = signed_headers[i];
+  for (const std::string& name : signed_headers) {
     if (name.empty() || AsciiLower(name) != name) {
       return AuthError(
           r.presigned ? "AuthorizationQueryParametersError" : "AuthorizationHeaderMalformed", 400,
           "malformed SignedHeaders");
     }
-    std::string value;
-    bool found = false;
-    for (const Header& h : headers) {
-      if (h.name != name) continue;
-      if (found) value.push_back(',');
-      value += CanonicalValue(h.value);
-      found = true;
-    }
-    if (!found) {
-      return AuthError("SignatureDoesNotMatch", 403,
-                       "a signed header is missing from the request: " + name);
-    }
-    rest.append(name).append(":").append(value).append("\n");
-    if (i > 0) signed_list.push_back(';');
-    signed_list += name;
   }
-  rest.append("\n").append(signed_list).append("\n").append(r.payload);
+  std::string missing;
+  const std::optional<std::string> tail =
+      CanonicalTail(params, r.presigned, headers, signed_headers, r.payload, &missing);
+  if (!tail) {
+    return AuthError("SignatureDoesNotMatch", 403,
+                     "a signed header is missing from the request: " + missing);
+  }
 
   r.scope = cred.date + "/" + cred.region + "/" + cred.service + "/aws4_request";
   r.signing_key = SigningKey(*secret, cred);
+  // Clients differ in how they escape a path (some send '~' or '*' escaped, some not) and sign
+  // what they send; AWS signs the path as sent. So the path as sent is tried first, then the
+  // SigV4 encoding of its decoded form: both name the same object, and the signature must
+  // match one of them exactly.
   auto matches = [&](std::string_view canonical_path) {
-    std::string canonical;
-    canonical.reserve(canonical_path.size() + rest.size() + 16);
-    canonical.append(req.method).append("\n").append(canonical_path).append("\n").append(rest);
-    const std::string string_to_sign =
-        std::string(kAlgorithm) + "\n" + r.amz_date + "\n" + r.scope + "\n" + Sha256Hex(canonical);
-    return SameSignature(Sign(r.signing_key, string_to_sign), signature);
+    return SameSignature(
+        SignCanonical(r.signing_key, req.method, canonical_path, *tail, r.amz_date, r.scope),
+        signature);
   };
   bool ok = matches(req.path);
   if (!ok) {
@@ -408,6 +438,39 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
   r.region = cred.region;
   r.seed_signature = signature;
   return r;
+}
+
+// ---- Signing
+
+std::string SignV4(const SigV4SignInput& in) {
+  const std::vector<Header>& headers = *in.headers;
+  std::vector<std::string> names;
+  for (const Header& h : headers) names.push_back(h.name);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  std::vector<std::pair<std::string, std::string>> params;
+  (void)ParseQueryString(in.query, &params);  // the caller encoded it
+  const Header* date = FindHeader(headers, "x-amz-date");
+  const Header* payload = FindHeader(headers, "x-amz-content-sha256");
+  const std::string amz_date = date != nullptr ? date->value : "";
+  std::string missing;
+  const std::optional<std::string> tail = CanonicalTail(
+      params, false, headers, names, payload != nullptr ? payload->value : "", &missing);
+  Credential cred;
+  cred.access_key = std::string(in.access_key);
+  cred.date = amz_date.substr(0, 8);
+  cred.region = std::string(in.region);
+  cred.service = std::string(in.service);
+  const std::string scope = StrCat(cred.date, "/", cred.region, "/", cred.service, "/aws4_request");
+  const std::string signature = SignCanonical(SigningKey(in.secret_key, cred), in.method, in.path,
+                                              tail.value_or(""), amz_date, scope);
+  std::string signed_list;
+  for (const std::string& n : names) {
+    if (!signed_list.empty()) signed_list.push_back(';');
+    signed_list += n;
+  }
+  return StrCat(kAlgorithm, " Credential=", in.access_key, "/", scope,
+                ", SignedHeaders=", signed_list, ", Signature=", signature);
 }
 
 std::string ChunkSignature(const SigV4Result& auth, std::string_view previous_signature,

@@ -77,6 +77,25 @@ std::string ChunkSignature(const SigV4Result& auth, std::string_view previous_si
 std::string TrailerSignature(const SigV4Result& auth, std::string_view previous_signature,
                              std::string_view trailer_bytes);
 
+// Client side: signs a request with an Authorization header (what the S3 client sends).
+struct SigV4SignInput {
+  std::string_view method;
+  std::string_view path;   // percent-encoded as sent (UriEncode(raw, true) signs as S3 expects)
+  std::string_view query;  // percent-encoded, "" when none
+  // The headers to sign (names lower case). They must include host, x-amz-date and
+  // x-amz-content-sha256; the last is the payload this signs.
+  const std::vector<Header>* headers = nullptr;
+  std::string_view access_key;
+  std::string_view secret_key;
+  std::string_view region;
+  std::string_view service = "s3";
+};
+
+// The value of the Authorization header for `in` (scope date taken from its x-amz-date).
+std::string SignV4(const SigV4SignInput& in);
+// "20130524T000000Z" of Unix seconds.
+std::string FormatAmzDate(int64_t unix_seconds);
+
 // Helpers, exposed for the handlers and the tests.
 // A refusal: the S3 error code, its HTTP status and a message.
 SigV4Result AuthError(std::string code, int status, std::string message);

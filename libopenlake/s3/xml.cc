@@ -169,4 +169,15 @@ absl::StatusOr<std::string> ParseLocationConstraint(std::string_view body) {
   return std::string();
 }
 
+absl::StatusOr<S3Error> ParseErrorXml(std::string_view body) {
+  pugi::xml_document doc;
+  pugi::xml_node root;
+  if (absl::Status s = Load(body, "Error", &doc, &root); !s.ok()) return s;
+  S3Error e;
+  e.code = ChildText(root, "Code");
+  e.message = ChildText(root, "Message");
+  if (e.code.empty()) return Malformed("an Error document without a Code");
+  return e;
+}
+
 }  // namespace openlake::s3

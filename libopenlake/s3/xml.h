@@ -11,6 +11,8 @@
 
 #include "absl/status/statusor.h"
 
+#include "s3/errors.h"
+
 namespace openlake::s3 {
 
 // Escapes text for element content and attribute values. Characters XML 1.0 cannot carry even
@@ -62,5 +64,9 @@ absl::StatusOr<DeleteRequest> ParseDelete(std::string_view body, size_t max_keys
 // <CreateBucketConfiguration><LocationConstraint/></CreateBucketConfiguration>: the region
 // asked for ("" when the document names none).
 absl::StatusOr<std::string> ParseLocationConstraint(std::string_view body);
+
+// An S3 error body (<Error><Code/><Message/>...</Error>, as ErrorXml writes it), read by the
+// client: its code and message. InvalidArgument when the body is not such a document.
+absl::StatusOr<S3Error> ParseErrorXml(std::string_view body);
 
 }  // namespace openlake::s3

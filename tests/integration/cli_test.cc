@@ -414,6 +414,165 @@ TEST_CASE("openlake kv stats reads a running pool; an unreachable one exits 1", 
   CHECK(r.rc == 2);
 }
 
+// ---- openlake bench
+
+namespace {
+
+// A bench run's JSON report, checked for what every op reports.
+Struct BenchReport(const CliResult& r, const std::string& op, double size) {
+  REQUIRE(r.rc == 0);
+  const Struct s = ParseJson(r.out);
+  CHECK(Field(s, "op").string_value() == op);
+  CHECK(Field(s, "size_bytes").number_value() == size);
+  CHECK(Field(s, "ops").number_value() > 0);
+  CHECK(Field(s, "errors").number_value() == 0);
+  CHECK(Field(s, "first_error").has_null_value());
+  CHECK(Field(s, "bytes").number_value() == Field(s, "ops").number_value() * size);
+  CHECK(Field(s, "ops_per_sec").number_value() > 0);
+  CHECK(Field(s, "mb_per_sec").number_value() > 0);
+  CHECK(Field(s, "elapsed_secs").number_value() > 0.5);
+  const Struct& lat = Field(s, "latency_us").struct_value();
+  CHECK(Field(lat, "p50").number_value() > 0);
+  CHECK(Field(lat, "p50").number_value() <= Field(lat, "p99").number_value());
+  CHECK(Field(lat, "p99").number_value() <= Field(lat, "p999").number_value());
+  CHECK(Field(lat, "min").number_value() <= Field(lat, "p50").number_value());
+  CHECK(Field(lat, "p999").number_value() <= Field(lat, "max").number_value());
+  CHECK(Field(lat, "mean").number_value() > 0);
+  return s;
+}
+
+// `bench client` for about a second (0.2 s of warm-up), JSON report.
+std::vector<std::string> BenchArgs(const std::string& target, const std::string& op,
+                                   const std::string& size) {
+  std::vector<std::string> args = {"bench", "client", "--target", target, "--op", op};
+  for (const char* a : {"--size", size.c_str(), "--duration-secs", "1", "--warmup-secs", "0.2"}) {
+    args.emplace_back(a);
+  }
+  args.emplace_back("--json");
+  return args;
+}
+
+bool OneErrorLine(const CliResult& r, const std::string& prefix) {
+  return r.out.empty() && r.err.find(prefix) == 0 && r.err.find('\n') == r.err.size() - 1;
+}
+
+}  // namespace
+
+TEST_CASE("openlake bench target echoes; bench client rpc-echo measures it", "[cli][bench]") {
+  TempDir dir;
+  const std::string addr = "127.0.0.1:" + std::to_string(FreePort());
+  Proc target({Env("OPENLAKE_CLI"), "bench", "target", "--bind", addr}, dir.File("target.out"));
+  INFO(target.Output());
+  REQUIRE(target.WaitFor("bench target: listening on " + addr));
+  CHECK(target.Output().find("(rpc method 1007 echoes its payload)") != std::string::npos);
+
+  std::vector<std::string> args = BenchArgs(addr, "rpc-echo", "4KiB");
+  args.insert(args.end(), {"--threads", "2"});
+  CliResult r = Cli(dir, args);
+  const Struct s = BenchReport(r, "rpc-echo", 4096);
+  CHECK(Field(s, "threads").number_value() == 2);
+  CHECK(Field(s, "target").string_value() == addr);
+  // The progress line of the first second, on stderr.
+  CHECK(r.err.find("  1 s  ") == 0);
+  CHECK(r.err.find(" ops/s  ") != std::string::npos);
+  CHECK(r.err.find(" MB/s") != std::string::npos);
+
+  r = Cli(dir, {"bench", "client", "--target", addr, "--op", "rpc-echo", "--size", "100",
+                "--duration-secs", "0.5", "--warmup-secs", "0"});
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find("bench client: rpc-echo of 100 B to " + addr) == 0);
+  CHECK(r.out.find("latency:  p50 ") != std::string::npos);
+  CHECK(r.out.find(", 0 errors") != std::string::npos);
+
+  CHECK(target.Stop() == 0);  // SIGTERM ends it cleanly
+  r = Cli(dir, {"bench", "client", "--target", addr, "--op", "rpc-echo", "--duration-secs", "1"});
+  CHECK(r.rc == 1);
+  CHECK(OneErrorLine(r, "openlake: bench client: rpc-echo against " + addr + ": "));
+
+  // Usage: an unknown op, no target, a size that is not one, a listener beyond loopback without
+  // a secret.
+  CHECK(Cli(dir, {"bench", "client", "--target", addr, "--op", "nope"}).rc == 2);
+  CHECK(Cli(dir, {"bench", "client", "--op", "rpc-echo"}).rc == 2);
+  r = Cli(dir, {"bench", "client", "--target", addr, "--op", "rpc-echo", "--size", "4XB"});
+  CHECK(r.rc == 2);
+  CHECK(OneErrorLine(r, "openlake: bench client: --size 4XB: "));
+  r = Cli(dir, {"bench", "target", "--bind", "0.0.0.0:" + std::to_string(FreePort())});
+  CHECK(r.rc == 2);
+  CHECK(OneErrorLine(r, "openlake: bench target: refusing to listen on 0.0.0.0:"));
+  CHECK(r.err.find("--secret") != std::string::npos);
+  for (const char* cmd : {"client", "target"}) {
+    r = Cli(dir, {"bench", cmd, "--help"});
+    CHECK(r.rc == 0);
+    CHECK(r.out.find("Examples:") != std::string::npos);
+  }
+}
+
+TEST_CASE("openlake bench client drives the KV pool and the S3 server of an openlaked",
+          "[cli][bench]") {
+  TempDir dir;
+  const uint16_t rpc_port = FreePort(), s3_port = FreePort();
+  const std::string rpc = "127.0.0.1:" + std::to_string(rpc_port);
+  const std::string s3 = "127.0.0.1:" + std::to_string(s3_port);
+  std::ostringstream c;
+  c << "mode = \"storage\"\nrpc_addr = \"" << rpc << "\"\ns3_addr = \"" << s3
+    << "\"\nadmin_addr = \"off\"\nkv_socket = \"" << dir.File("kv.sock") << "\"\ndata_dirs = [";
+  for (int d = 0; d < 4; ++d) {
+    c << (d ? ", " : "") << '"' << dir.File("d" + std::to_string(d)) << '"';
+  }
+  c << "]\n[[credentials]]\naccess_key = \"benchkey\"\nsecret_key = \"benchsecret12345\"\n"
+    << "[kv_slab]\ncapacity_gb = 0.0625\nsegment_mb = 4\n";
+  const std::string config = WriteConfig(dir, "node.toml", c.str());
+  Proc daemon({Env("OPENLAKED"), "--config", config}, dir.File("openlaked.out"));
+  INFO(daemon.Output());
+  REQUIRE(daemon.WaitFor("S3: http://"));
+  REQUIRE(daemon.WaitFor("KV pool:"));
+
+  SECTION("kv-put and kv-get, through the mapped slab") {
+    BenchReport(Cli(dir, BenchArgs(rpc, "kv-put", "64KiB")), "kv-put", 65536);
+    std::vector<std::string> args = BenchArgs(rpc, "kv-get", "64KiB");
+    args.insert(args.end(), {"--threads", "2"});
+    BenchReport(Cli(dir, args), "kv-get", 65536);
+    // The pool saw the traffic, in the bench's own namespace, which was emptied afterwards.
+    const CliResult r = Cli(dir, {"kv", "stats", "--target", rpc, "--json"});
+    REQUIRE(r.rc == 0);
+    const Struct s = ParseJson(r.out);
+    CHECK(Field(s, "commits").number_value() > 0);
+    CHECK(Field(s, "hits").number_value() > 0);
+    CHECK(Field(s, "committed_blocks").number_value() == 0);
+    const auto& per_ns = Field(s, "per_namespace").list_value();
+    REQUIRE(per_ns.values_size() == 1);
+    CHECK(Field(per_ns.values(0).struct_value(), "name").string_value() == "openlake-bench/65536");
+    // A block size the pool's segments cannot hold.
+    const CliResult big = Cli(dir, BenchArgs(rpc, "kv-put", "8MiB"));
+    CHECK(big.rc == 2);
+    CHECK(OneErrorLine(big, "openlake: bench client: kv-put against " + rpc + ": "));
+  }
+
+  SECTION("s3-put and s3-get, with the daemon's credentials") {
+    unsetenv("AWS_ACCESS_KEY_ID");
+    unsetenv("AWS_SECRET_ACCESS_KEY");
+    CliResult r = Cli(dir, BenchArgs(s3, "s3-put", "64KiB"));
+    CHECK(r.rc == 2);  // no credentials
+    CHECK(OneErrorLine(r, "openlake: bench client: s3-put needs credentials: "));
+
+    std::vector<std::string> args = BenchArgs(s3, "s3-put", "64KiB");
+    args.insert(args.end(), {"--access-key", "benchkey", "--secret-key", "benchsecret12345"});
+    BenchReport(Cli(dir, args), "s3-put", 65536);
+    // From the environment, as the aws CLI takes them.
+    setenv("AWS_ACCESS_KEY_ID", "benchkey", 1);
+    setenv("AWS_SECRET_ACCESS_KEY", "benchsecret12345", 1);
+    BenchReport(Cli(dir, BenchArgs(s3, "s3-get", "64KiB")), "s3-get", 65536);
+    setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret", 1);
+    r = Cli(dir, BenchArgs(s3, "s3-get", "64KiB"));
+    unsetenv("AWS_ACCESS_KEY_ID");
+    unsetenv("AWS_SECRET_ACCESS_KEY");
+    CHECK(r.rc == 1);
+    CHECK(OneErrorLine(r, "openlake: bench client: s3-get against " + s3 + ": "));
+    CHECK(r.err.find("SignatureDoesNotMatch") != std::string::npos);
+  }
+  CHECK(daemon.Stop() == 0);
+}
+
 TEST_CASE("openlake cluster up runs openlaked in its place until SIGTERM", "[cli]") {
   TempDir dir;
   const uint16_t port = FreePort();

@@ -76,6 +76,7 @@ void AddNodeCommands(CLI::App& app, int* exit_code);
 void AddDiskCommands(CLI::App& app, int* exit_code);
 void AddKvCommands(CLI::App& app, int* exit_code);
 void AddClusterCommands(CLI::App& app, int* exit_code);
+void AddBenchCommands(CLI::App& app, int* exit_code);
 // `cluster status` and `cluster topology` (cluster_status.cc), under the `cluster` command.
 void AddClusterStatusCommands(CLI::App& cluster, int* exit_code);
 

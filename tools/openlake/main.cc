@@ -1,8 +1,8 @@
 // openlake: the operator's command-line tool. It answers questions about this machine, its
-// drives, the KV pool and the cluster through libopenlake's public API, and starts openlaked for
-// local development. Every command takes --json (one JSON object on stdout) and exits 0 when it
-// succeeded, 1 when it ran and failed (say, a daemon that cannot be reached), 2 on bad usage or
-// a bad config. See docs/cli.md.
+// drives, the KV pool and the cluster through libopenlake's public API, starts openlaked for
+// local development, and loads a running store (`bench`). Every command takes --json (one JSON
+// object on stdout) and exits 0 when it succeeded, 1 when it ran and failed (say, a daemon that
+// cannot be reached), 2 on bad usage or a bad config. See docs/cli.md.
 //
 //   openlake version
 //   openlake node info --json
@@ -11,6 +11,7 @@
 //   openlake cluster up --config node.toml
 //   openlake cluster status --config cluster.toml
 //   openlake cluster topology --config cluster.toml --probe
+//   openlake bench client --target 127.0.0.1:9400 --op kv-put --size 1MiB
 #include <csignal>
 
 #include <CLI/CLI.hpp>
@@ -31,6 +32,9 @@ int main(int argc, char** argv) {
       "  openlake cluster up --config node.toml\n"
       "  openlake cluster status --config cluster.toml\n"
       "  openlake cluster topology --config cluster.toml --probe\n"
+      "  openlake bench target --bind 127.0.0.1:9500\n"
+      "  openlake bench client --target 127.0.0.1:9500 --op rpc-echo --size 4KiB\n"
+      "  openlake bench client --target 127.0.0.1:9400 --op kv-put --size 1MiB --threads 2\n"
       "\n"
       "Exit codes: 0 ok, 1 the command failed (e.g. a daemon is unreachable), 2 bad usage or\n"
       "config. `openlake COMMAND --help` describes each command.");
@@ -40,6 +44,7 @@ int main(int argc, char** argv) {
   openlake::cli::AddDiskCommands(app, &exit_code);
   openlake::cli::AddKvCommands(app, &exit_code);
   openlake::cli::AddClusterCommands(app, &exit_code);
+  openlake::cli::AddBenchCommands(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

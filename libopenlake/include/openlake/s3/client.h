@@ -1,0 +1,118 @@
+// File: openlake/s3/client.h
+//
+// A small blocking S3 client: one keep-alive HTTP/1.1 connection over TCP (plain http), every
+// request signed with AWS Signature Version 4 (docs/s3.md, "Authentication"). It speaks to
+// `openlaked`'s S3 server or any S3 endpoint that takes path-style requests, and covers what
+// tools and benchmarks need: CreateBucket, HeadBucket, PutObject, GetObject, DeleteObject.
+//
+//   s3::ClientOptions o;
+//   o.endpoint = "127.0.0.1:9000";
+//   o.credential = {"AKIA...", "secret"};
+//   OL_ASSIGN_OR_RETURN(auto s3, s3::Client::Connect(o));
+//   OL_RETURN_IF_ERROR(s3->CreateBucket("photos"));
+//   OL_ASSIGN_OR_RETURN(std::string etag, s3->PutObject("photos", "a/b.jpg", bytes));
+//   OL_ASSIGN_OR_RETURN(size_t n, s3->GetObject("photos", "a/b.jpg", absl::MakeSpan(buf)));
+//
+// Errors: a request S3 refused comes back as a Status whose message is "<Code>: <Message>" of
+// the error document (e.g. "SignatureDoesNotMatch: The request signature we calculated ...")
+// and whose canonical code follows the HTTP status (400 InvalidArgument, 403 PermissionDenied,
+// 404 NotFound, 409 AlreadyExists or FailedPrecondition, 412 FailedPrecondition, 416
+// OutOfRange, 503 Unavailable, other 5xx Internal); ErrorCodeOf() gives the S3 code alone.
+// Transport failures are Unavailable (connect, reset) or DeadlineExceeded (io_timeout).
+//
+// Not thread-safe: one Client per thread (each has its own connection). A connection the
+// server closed while idle is reopened once, transparently, on the next request.
+//
+// SignV4Headers() signs a request for callers that send it themselves (a load generator that
+// repeats one pre-signed request, say).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+
+#include "openlake/config.h"
+#include "openlake/export.h"
+
+namespace openlake::s3 {
+
+struct ClientOptions {
+  std::string endpoint = "127.0.0.1:9000";  // host:port (plain http)
+  Credential credential;
+  std::string region = "us-east-1";
+  absl::Duration connect_timeout = absl::Seconds(5);
+  // Longest wait for the socket to take or give bytes during a request.
+  absl::Duration io_timeout = absl::Seconds(30);
+  // Sign the payload's SHA-256 (x-amz-content-sha256 = its hash) instead of UNSIGNED-PAYLOAD.
+  // Costs one SHA-256 pass over every body sent.
+  bool sign_payload = false;
+};
+
+class OL_EXPORT Client {
+ public:
+  // Connects (the connection is kept for every later request). Unavailable when the endpoint
+  // cannot be reached; InvalidArgument when it is not a host:port.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(ClientOptions options);
+  ~Client();
+
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // AlreadyExists (BucketAlreadyOwnedByYou) when it exists.
+  absl::Status CreateBucket(std::string_view bucket);
+  // OK when the bucket exists and these credentials may use it; NotFound when it does not.
+  absl::Status HeadBucket(std::string_view bucket);
+  // Stores `data` under `key`; returns the ETag (without quotes).
+  absl::StatusOr<std::string> PutObject(std::string_view bucket, std::string_view key,
+                                        std::string_view data);
+  // Reads the object into `out`; returns its size. OutOfRange when it is larger than `out`
+  // (nothing useful is left in `out` then).
+  absl::StatusOr<size_t> GetObject(std::string_view bucket, std::string_view key,
+                                   absl::Span<char> out);
+  absl::StatusOr<std::string> GetObject(std::string_view bucket, std::string_view key);
+  // OK also when there was no such object (as S3 answers).
+  absl::Status DeleteObject(std::string_view bucket, std::string_view key);
+
+  const ClientOptions& options() const;
+
+ private:
+  class Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The S3 error code ("NoSuchKey", "SignatureDoesNotMatch", ...) of a status this client
+// returned, or "" when it did not come from an S3 error document.
+OL_EXPORT std::string ErrorCodeOf(const absl::Status& status);
+
+// A request to sign. `path` and `query` are percent-encoded as they will be sent (path-style:
+// "/bucket/key"; keys with characters beyond [A-Za-z0-9-._~/] must be %XX-encoded).
+struct RequestToSign {
+  std::string method = "GET";
+  std::string host;  // the Host header's value, e.g. "127.0.0.1:9000"
+  std::string path = "/";
+  std::string query;
+  // The body's SHA-256 in lower-case hex, or "UNSIGNED-PAYLOAD".
+  std::string payload_sha256 = "UNSIGNED-PAYLOAD";
+};
+
+struct HttpHeader {
+  std::string name;
+  std::string value;
+};
+
+// The headers that sign `r` at time `now`, valid for the server's allowed clock skew (15
+// minutes on openlaked): x-amz-date, x-amz-content-sha256 and Authorization, with Host among
+// the signed headers (send `r.host` as Host).
+OL_EXPORT std::vector<HttpHeader> SignV4Headers(const RequestToSign& r,
+                                                const Credential& credential,
+                                                std::string_view region, absl::Time now);
+
+}  // namespace openlake::s3
