@@ -38,6 +38,7 @@ std::string Encode(const NodeStatus& s) {
     w->set_drive_id(d.drive_id);
     w->set_total_bytes(d.total_bytes);
     w->set_free_bytes(d.free_bytes);
+    w->set_errors(d.errors);
   }
   return m.SerializeAsString();
 }
@@ -71,6 +72,7 @@ absl::StatusOr<NodeStatus> Decode(const std::string& payload) {
     d.drive_id = w.drive_id();
     d.total_bytes = w.total_bytes();
     d.free_bytes = w.free_bytes();
+    d.errors = w.errors();
     s.drives.push_back(std::move(d));
   }
   return s;

@@ -46,8 +46,18 @@ struct Drive {
   int position = -1;
   std::atomic<bool> online{false};
   std::string state;
+  // I/O errors and damaged data found on this drive since the process started (reads that
+  // failed or did not match their checksum, writes that failed); for metrics.
+  std::atomic<uint64_t> errors{0};
   pb::DriveFormat format;
   int lock_fd = -1;  // flock on format.json: one process per drive
+};
+
+// What healing one object did.
+struct HealOutcome {
+  bool healed = false;  // some drive was rewritten, or stray versions dropped
+  uint64_t shards = 0;  // drive copies rebuilt
+  uint64_t bytes = 0;   // shard bytes written
 };
 
 // One drive's answer when asked for an object's metadata.
@@ -167,6 +177,10 @@ class Engine final : public Store {
   // The drive's backend when it is online, else null.
   FileBackend* fs(int set, int pos);
   void MarkOffline(int set, int pos, const absl::Status& why);
+  // Counts an I/O error or damaged data found on a drive (Drive::errors).
+  void CountDriveError(int set, int pos) {
+    drive(set, pos).errors.fetch_add(1, std::memory_order_relaxed);
+  }
   Placement PlaceObject(std::string_view bucket, std::string_view key) const;
 
   // quorum.cc
@@ -227,8 +241,7 @@ class Engine final : public Store {
   void StartPurger();
   void PurgeLoop();
   io::Task<absl::StatusOr<HealResult>> HealBucketDirs(std::string bucket);
-  io::Task<absl::StatusOr<std::pair<bool, uint64_t>>> HealOne(std::string bucket,
-                                                             std::string key);
+  io::Task<absl::StatusOr<HealOutcome>> HealOne(std::string bucket, std::string key);
 
   StoreOptions opts_;
   std::vector<std::unique_ptr<Drive>> drives_;  // set-major: set * n + position

@@ -393,7 +393,7 @@ std::vector<DriveInfo> Engine::Drives() const {
   std::vector<DriveInfo> out;
   for (const auto& d : drives_) {
     out.push_back({d->path, d->set, d->position, d->online.load(), d->state,
-                   d->format.drive_id()});
+                   d->format.drive_id(), d->errors.load(std::memory_order_relaxed)});
   }
   return out;
 }

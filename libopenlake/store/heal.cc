@@ -57,7 +57,7 @@ io::Task<absl::StatusOr<HealResult>> Engine::DrainHealQueue() {
       heal_queue_.pop_front();
       heal_queued_.erase(StrCat(item.first, "/", item.second));
     }
-    absl::StatusOr<std::pair<bool, uint64_t>> r = co_await HealOne(item.first, item.second);
+    absl::StatusOr<HealOutcome> r = co_await HealOne(item.first, item.second);
     ++total.objects_scanned;
     if (!r.ok()) {
       ++total.objects_failed;
@@ -65,8 +65,9 @@ io::Task<absl::StatusOr<HealResult>> Engine::DrainHealQueue() {
                        << r.status();
       continue;
     }
-    if (r->first) ++total.objects_healed;
-    total.shards_written += r->second;
+    if (r->healed) ++total.objects_healed;
+    total.shards_written += r->shards;
+    total.bytes_written += r->bytes;
   }
   co_return total;
 }
@@ -77,13 +78,13 @@ io::Task<absl::StatusOr<HealResult>> Engine::HealObject(std::string bucket, std:
   OL_CO_ASSIGN_OR_RETURN(auto r, co_await HealOne(bucket, key));
   HealResult out;
   out.objects_scanned = 1;
-  out.objects_healed = r.first ? 1 : 0;
-  out.shards_written = r.second;
+  out.objects_healed = r.healed ? 1 : 0;
+  out.shards_written = r.shards;
+  out.bytes_written = r.bytes;
   co_return out;
 }
 
-io::Task<absl::StatusOr<std::pair<bool, uint64_t>>> Engine::HealOne(std::string bucket,
-                                                                   std::string key) {
+io::Task<absl::StatusOr<HealOutcome>> Engine::HealOne(std::string bucket, std::string key) {
   const int set = static_cast<int>(PlaceObject(bucket, key).set);
   LockGuard lock = co_await locks_.Lock(StrCat("o:", bucket, "/", key), true);
   inline_cache_.Invalidate(StrCat(bucket, "/", key));
@@ -102,7 +103,7 @@ io::Task<absl::StatusOr<std::pair<bool, uint64_t>>> Engine::HealOne(std::string 
       OL_CO_RETURN_IF_ERROR(RemoveObjectOnDrive(set, p, bucket, key));
       cleaned = true;
     }
-    co_return std::make_pair(cleaned, uint64_t{0});
+    co_return HealOutcome{cleaned, 0, 0};
   }
   const pb::ObjectVersion& v = r.version;
   const uint32_t k = v.data_shards(), m = v.parity_shards(), n = k + m, B = v.block_size();
@@ -117,6 +118,7 @@ io::Task<absl::StatusOr<std::pair<bool, uint64_t>>> Engine::HealOne(std::string 
   }
   const std::string data_dir = StrCat(ObjectDir(bucket, key), "/", DataDirName(Hex(v.version_id())));
   uint64_t written = 0;
+  uint64_t bytes = 0;
 
   // Per position, the copy to commit (per-drive fields rebuilt below).
   std::vector<pb::ObjectVersion> fixed(n, v);
@@ -276,6 +278,7 @@ io::Task<absl::StatusOr<std::pair<bool, uint64_t>>> Engine::HealOne(std::string 
                                     StrCat("heal write on ", drive(set, static_cast<int>(who[i])).path));
             }
           }
+          bytes += static_cast<uint64_t>(L) * who.size();
         }
         io::IoBatch syncs(n);
         for (uint32_t p = 0; p < n; ++p) {
@@ -314,9 +317,12 @@ io::Task<absl::StatusOr<std::pair<bool, uint64_t>>> Engine::HealOne(std::string 
     dc.version = (v.inline_data() || r.copy[p] == nullptr) ? fixed[p] : *r.copy[p];
     absl::Status s = co_await CommitOnDrive(set, static_cast<int>(p), bucket, key, dc, nullptr);
     if (!s.ok()) co_return Annotate(s, StrCat("heal commit on ", drive(set, static_cast<int>(p)).path));
-    if (rewrite) ++written;
+    if (rewrite) {
+      ++written;
+      bytes += dc.version.inline_shard().size();
+    }
   }
-  co_return std::make_pair(written > 0 || !r.clean, written);
+  co_return HealOutcome{written > 0 || !r.clean, written, bytes};
 }
 
 io::Task<absl::StatusOr<HealResult>> Engine::HealBucketDirs(std::string bucket) {
@@ -367,15 +373,16 @@ io::Task<absl::StatusOr<HealResult>> Engine::Heal(std::string bucket, std::strin
                                WalkSet(s, b, prefix, "", marker, 1000, 1));
         if (items.empty()) break;
         for (const WalkItem& it : items) {
-          absl::StatusOr<std::pair<bool, uint64_t>> r = co_await HealOne(b, it.key);
+          absl::StatusOr<HealOutcome> r = co_await HealOne(b, it.key);
           ++total.objects_scanned;
           if (!r.ok()) {
             ++total.objects_failed;
             OL_LOG(kWarning) << "store: healing " << b << "/" << it.key << ": " << r.status();
             continue;
           }
-          if (r->first) ++total.objects_healed;
-          total.shards_written += r->second;
+          if (r->healed) ++total.objects_healed;
+          total.shards_written += r->shards;
+          total.bytes_written += r->bytes;
         }
         marker = items.back().key;
         if (items.size() < 1000) break;

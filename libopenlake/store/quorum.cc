@@ -22,6 +22,7 @@ io::Task<MetaRead> Engine::ReadMetaOn(int set, int pos, std::string bucket, std:
     if (absl::IsNotFound(bytes.status())) {
       out.kind = MetaRead::kNotFound;
     } else {
+      CountDriveError(set, pos);
       out.error = bytes.status();
     }
     co_return out;
@@ -31,6 +32,7 @@ io::Task<MetaRead> Engine::ReadMetaOn(int set, int pos, std::string bucket, std:
     s = absl::DataLossError("metadata names another object");
   }
   if (!s.ok()) {
+    CountDriveError(set, pos);
     OL_LOG_EVERY_N_SEC(kWarning, 10) << "store: " << f->root() << "/" << MetaPath(bucket, key)
                                      << ": " << s;
     out.error = s;

@@ -97,6 +97,7 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
       if (s >= n_ || present[s] || c.inline_shard().size() != L || c.parts_size() < 1 ||
           c.parts(0).block_crc_size() < 1 ||
           Crc64(c.inline_shard().data(), L) != c.parts(0).block_crc(0)) {
+        e_->CountDriveError(set_, static_cast<int>(p));
         e_->QueueHeal(bucket_, key_);
         continue;
       }
@@ -283,6 +284,7 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
           ++good;
           continue;
         }
+        e_->CountDriveError(set_, static_cast<int>(p));
         e_->QueueHeal(bucket_, key_);
       }
     }

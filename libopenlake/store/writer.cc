@@ -70,6 +70,10 @@ int Usable(const WriterState& st) {
 void DropDrive(WriterState& st, uint32_t p, const absl::Status& why) {
   if (st.failed[p]) return;
   st.failed[p] = true;
+  // A drive that went offline is not counted again for each write that finds it so.
+  if (st.e->fs(st.target.set, static_cast<int>(p)) != nullptr) {
+    st.e->CountDriveError(st.target.set, static_cast<int>(p));
+  }
   st.files[p].reset();
   OL_LOG_EVERY_N_SEC(kWarning, 5) << "store: writing " << st.target.bucket << "/"
                                   << st.target.key << ": drive "

@@ -42,6 +42,7 @@ NodeStatus Sample() {
     d.drive_id = "drive-" + std::to_string(i);
     d.total_bytes = (i + 1) * 1000ull;
     d.free_bytes = i * 10ull;
+    d.errors = i * 3ull;
     st.drives.push_back(d);
   }
   return st;
@@ -86,6 +87,7 @@ TEST_CASE("node status: every field travels", "[node]") {
     CHECK(a.drive_id == b.drive_id);
     CHECK(a.total_bytes == b.total_bytes);
     CHECK(a.free_bytes == b.free_bytes);
+    CHECK(a.errors == b.errors);
   }
   CHECK(calls == 1);
   (*srv)->Stop();

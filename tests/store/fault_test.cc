@@ -213,6 +213,10 @@ TEST_CASE("flipped bits: reads return the right bytes, and heal repairs the shar
     c.Verify(f, "bkt");
     for (int i = 0; i < 24; ++i) CHECK(*f.Get("bkt", "more/" + std::to_string(i)) == more[i]);
     CHECK(f.st().heal_backlog() > 0);
+    // The damage is counted against drive 0 alone (metrics, `cluster topology --probe`).
+    const auto drives = f.st().Drives();
+    CHECK(drives[0].errors > 0);
+    for (size_t d = 1; d < drives.size(); ++d) CHECK(drives[d].errors == 0);
   }
 
   SECTION("flipped bytes in stored shards, then heal") {
@@ -237,6 +241,9 @@ TEST_CASE("flipped bits: reads return the right bytes, and heal repairs the shar
     REQUIRE(h.ok());
     CHECK(h->objects_healed == 1);
     CHECK(f.st().heal_backlog() == 0);
+    // Four damaged blocks of 64 KiB / k rebuilt, one per drive: the bytes written say so.
+    CHECK(h->shards_written == 4);
+    CHECK(h->bytes_written >= 4 * (64 << 10) / 2);
     for (size_t i = 0; i < parts.size(); ++i) CHECK(ReadFile(parts[i]) == before[i]);  // whole
 
     // Two damaged shards of the same stripe are still within parity ...

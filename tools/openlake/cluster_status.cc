@@ -238,7 +238,8 @@ void JsonProbe(JsonWriter& w, const NodeReport& r) {
         .Field("position", d.position)
         .Field("online", d.online)
         .Field("state", d.state)
-        .Field("drive_id", d.drive_id);
+        .Field("drive_id", d.drive_id)
+        .Field("errors", d.errors);
     w.Key("total_bytes");
     d.total_bytes ? w.Uint(d.total_bytes) : w.Null();
     w.Key("free_bytes");
@@ -319,9 +320,11 @@ void PrintProbedDrives(const node::NodeStatus& st) {
           d.total_bytes
               ? absl::StrFormat("%s, %s free", HumanBytes(d.total_bytes), HumanBytes(d.free_bytes))
               : std::string("capacity unknown");
-      std::printf("    %-3s %-32s %-22s %s\n",
+      const std::string errors =
+          d.errors ? absl::StrFormat(", %u errors", d.errors) : std::string();
+      std::printf("    %-3s %-32s %-22s %s%s\n",
                   d.position >= 0 ? absl::StrCat(d.position).c_str() : "-", d.path.c_str(),
-                  d.state.c_str(), space.c_str());
+                  d.state.c_str(), space.c_str(), errors.c_str());
     }
   }
 }

@@ -135,6 +135,21 @@ int Run(const std::string& config_path) {
     }
   }
 
+  // rpc_addr serves the KV pool and the node status (every node answers it there).
+  auto rpc_addr = openlake::io::SocketAddress::Parse(cfg.rpc_addr);
+  if (!rpc_addr.ok()) {
+    std::fprintf(stderr, "openlaked: rpc_addr: %s\n",
+                 std::string(rpc_addr.status().message()).c_str());
+    return 2;
+  }
+  if (!rpc_addr->IsLoopback() && cfg.rpc_secret.empty()) {
+    std::fprintf(stderr,
+                 "openlaked: rpc_addr %s listens beyond loopback: set rpc_secret (or "
+                 "OPENLAKE_RPC_SECRET); its clients present it in the RPC handshake\n",
+                 cfg.rpc_addr.c_str());
+    return 2;
+  }
+
   // Block the stop signals before any thread starts, so every thread inherits the mask and only
   // the sigwait below receives them.
   sigset_t stop_signals;
@@ -179,15 +194,9 @@ int Run(const std::string& config_path) {
       std::fprintf(stderr, "openlaked: %s\n", std::string(slab.status().message()).c_str());
       return 2;
     }
-    auto addr = openlake::io::SocketAddress::Parse(cfg.rpc_addr);
-    if (!addr.ok()) {
-      std::fprintf(stderr, "openlaked: rpc_addr: %s\n",
-                   std::string(addr.status().message()).c_str());
-      return 2;
-    }
     openlake::kv::KvServiceOptions ko;
     ko.tcp_address = cfg.rpc_addr;
-    ko.unix_socket = cfg.kv_socket.empty() ? DefaultSocketPath(addr->port()) : cfg.kv_socket;
+    ko.unix_socket = cfg.kv_socket.empty() ? DefaultSocketPath(rpc_addr->port()) : cfg.kv_socket;
     ko.slab_bytes = *slab;
     ko.segment_bytes = cfg.kv_slab.segment_bytes;
     ko.lease = absl::Seconds(cfg.kv_slab.reserve_ttl_secs);
@@ -209,7 +218,7 @@ int Run(const std::string& config_path) {
         "segments of %s, leases %u s%s\n",
         kv->tcp_address().c_str(), kv->unix_socket().c_str(), HumanBytes(kv->slab_bytes()).c_str(),
         HumanBytes(kv->segment_bytes()).c_str(), cfg.kv_slab.reserve_ttl_secs,
-        addr->IsLoopback() ? "" : " (beyond loopback: clients must present rpc_secret)");
+        rpc_addr->IsLoopback() ? "" : " (beyond loopback: clients must present rpc_secret)");
   }
   std::unique_ptr<ObjectStoreNode> objects;
   if (cfg.mode == openlake::Mode::kStorage) {
@@ -232,7 +241,7 @@ int Run(const std::string& config_path) {
   std::unique_ptr<openlake::node::StatusServer> status_server;
   if (!kv) {
     auto srv = openlake::node::StatusServer::Start(*rt, 0, cfg.rpc_addr, cfg.rpc_secret, status_fn);
-    if (!srv.ok() && cfg.nodes.empty() && absl::IsUnavailable(srv.status())) {
+    if (!srv.ok() && cfg.nodes.empty()) {
       // A lone storage node whose rpc_addr is taken (say, by another daemon's KV pool on the
       // default port) serves S3 all the same; in a cluster every node must answer.
       std::printf("node status: not served (rpc_addr %s: %s)\n", cfg.rpc_addr.c_str(),
@@ -240,11 +249,10 @@ int Run(const std::string& config_path) {
     } else if (!srv.ok()) {
       std::fprintf(stderr, "openlaked: node status on rpc_addr %s: %s\n", cfg.rpc_addr.c_str(),
                    std::string(srv.status().message()).c_str());
+      status->SetObjects(nullptr);
       if (objects) objects->Stop();
       rt->Stop();
-      const bool config =
-          absl::IsInvalidArgument(srv.status()) || absl::IsFailedPrecondition(srv.status());
-      return config ? 2 : 1;
+      return 1;
     } else {
       status_server = *std::move(srv);
       std::printf("node status: rpc %s\n", status_server->address().c_str());

@@ -43,6 +43,7 @@ struct ObjectStoreNode::Impl {
   std::atomic<uint64_t> healed_objects{0};
   std::atomic<uint64_t> healed_shards{0};
   std::atomic<uint64_t> heal_failures{0};
+  std::atomic<uint64_t> healed_bytes{0};
   std::chrono::seconds interval{10};
   // Capacity and free bytes of each drive's file system, by path, as of the last check.
   mutable std::mutex space_mu;
@@ -85,6 +86,7 @@ struct ObjectStoreNode::Impl {
           healed_objects += r->objects_healed;
           healed_shards += r->shards_written;
           heal_failures += r->objects_failed;
+          healed_bytes += r->bytes_written;
           OL_LOG(kInfo) << "openlaked: healed " << r->objects_healed << " objects ("
                         << r->shards_written << " shards, " << r->buckets_healed
                         << " bucket folders); " << r->objects_failed << " could not be healed";
@@ -183,11 +185,22 @@ ObjectStoreNode::~ObjectStoreNode() { Stop(); }
 void ObjectStoreNode::WriteMetrics(openlake::PrometheusWriter& w) const {
   if (!impl_ || !impl_->store) return;
   if (impl_->server) impl_->server->WriteMetrics(w);
+  const std::vector<openlake::store::DriveInfo> drives = impl_->store->Drives();
   std::map<std::string, int> states;
-  for (const openlake::store::DriveInfo& d : impl_->store->Drives()) ++states[d.state];
+  for (const openlake::store::DriveInfo& d : drives) ++states[d.state];
   for (const auto& [state, n] : states) {
     w.Gauge("openlake_store_drives", "Drives of the object store, by state", n,
             {{"state", state}});
+  }
+  for (const openlake::store::DriveInfo& d : drives) {
+    w.Gauge("openlake_store_drive_online", "1 while a drive serves, 0 when it is offline",
+            d.online ? 1 : 0, {{"drive", d.path}, {"state", d.state}});
+  }
+  for (const openlake::store::DriveInfo& d : drives) {
+    w.Counter("openlake_store_drive_errors_total",
+              "I/O errors and damaged data found on a drive: failed or checksum-mismatched "
+              "reads, failed writes",
+              static_cast<double>(d.errors), {{"drive", d.path}});
   }
   w.Gauge("openlake_store_heal_queue", "Objects queued for healing by reads",
           static_cast<double>(impl_->store->heal_backlog()));
@@ -195,6 +208,8 @@ void ObjectStoreNode::WriteMetrics(openlake::PrometheusWriter& w) const {
             static_cast<double>(impl_->healed_objects.load()));
   w.Counter("openlake_store_healed_shards_total", "Drive copies of objects the healer rebuilt",
             static_cast<double>(impl_->healed_shards.load()));
+  w.Counter("openlake_store_healed_bytes_total", "Shard bytes the healer rebuilt",
+            static_cast<double>(impl_->healed_bytes.load()));
   w.Counter("openlake_store_heal_failures_total", "Objects the healer could not rebuild",
             static_cast<double>(impl_->heal_failures.load()));
 }
@@ -238,6 +253,7 @@ void ObjectStoreNode::FillStatus(openlake::node::NodeStatus* st) const {
     ds.online = d.online;
     ds.state = d.state;
     ds.drive_id = d.drive_id;
+    ds.errors = d.errors;
     if (auto it = impl_->space.find(d.path); it != impl_->space.end()) {
       ds.total_bytes = it->second.first;
       ds.free_bytes = it->second.second;

@@ -83,6 +83,11 @@ def test_health_metrics_promtool_and_prometheus(tmp_path):
                           r' (\S+)$', text, re.M)
         assert len(subs) == len(ratios) and sum(float(v) for v in subs) > 0
         assert "openlake_reactor_ring_completions_total{" in text
+        # Each drive: online, and no errors on a healthy store.
+        for d in server.drives:
+            assert f'openlake_store_drive_online{{drive="{d}",state="ok"}} 1' in text
+            assert f'openlake_store_drive_errors_total{{drive="{d}"}} 0' in text
+        assert "openlake_store_healed_bytes_total 0" in text
 
         promtool = shutil.which("promtool")
         if promtool is None:

@@ -48,6 +48,7 @@ struct DriveStatus {
   std::string drive_id;
   uint64_t total_bytes = 0;  // capacity of the drive's file system; 0 when unknown
   uint64_t free_bytes = 0;   // available to this process
+  uint64_t errors = 0;       // I/O errors and damaged data found since the node started
 };
 
 struct NodeStatus {

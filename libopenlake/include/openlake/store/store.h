@@ -194,6 +194,7 @@ struct HealResult {
   uint64_t shards_written = 0;   // drive copies rebuilt
   uint64_t objects_failed = 0;   // could not be rebuilt (too few intact shards)
   uint64_t buckets_healed = 0;   // bucket folders recreated on drives
+  uint64_t bytes_written = 0;    // shard bytes rebuilt (data files and inline shards)
 };
 
 struct DriveInfo {
@@ -203,6 +204,9 @@ struct DriveInfo {
   bool online = false;
   std::string state;  // "ok", "missing", "foreign", "unformatted-nonempty", "replaced", ...
   std::string drive_id;
+  // I/O errors and damaged data found on the drive since the store opened: failed or
+  // checksum-mismatched reads, failed writes.
+  uint64_t errors = 0;
 };
 
 // ---- Streams.
