@@ -27,7 +27,7 @@ namespace {
 struct StatusOptions {
   std::string config;
   std::string secret;  // overrides the config's rpc_secret
-  double timeout_secs = 3;
+  double timeout_secs = 2;  // as upstream
   bool probe = false;  // topology only: ask the nodes too
   bool json = false;
 };
