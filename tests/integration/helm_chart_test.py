@@ -5,8 +5,10 @@ text/template with the functions the chart uses, each with Sprig's or Helm's mea
 missing value key as an error. This test renders the chart with several sets of values and
 checks what a cluster would be given:
 
-- without credentials rendering fails and names the missing value; with auth.existingSecret
-  none is needed;
+- credentials: without values the chart's Secret generates each one (random, new on every
+  `helm template`), keeps those an existing Secret of its name holds (Helm's lookup, injected
+  here as a cluster would answer it on `helm upgrade`), and takes explicit values over both; with
+  auth.existingSecret it makes none; NOTES.txt says how to read them and shows none;
 - every document parses, and the objects fit together: the StatefulSet's serviceName is the
   headless Service, selectors match pod labels, one claim (or host path) per drive mounted where
   data_dirs says, probes run the ConfigMap's probe script on the admin port, every secretKeyRef
@@ -53,6 +55,10 @@ CREDS = {"auth": {"rpcSecret": "rpc-secret-3e9a1c5f", "adminToken": "admin-token
 SECRET_KEYS = {"rpcSecret": "rpc-secret", "adminToken": "admin-token",
                "s3AccessKey": "s3-access-key", "s3SecretKey": "s3-secret-key"}
 NAMESPACE = "lakes"
+# What the chart generates for a credential nobody gave: (length, alphabet).
+ALNUM, UPPER_ALNUM = r"[A-Za-z0-9]", r"[A-Z0-9]"
+GENERATED = {"rpc-secret": (40, ALNUM), "admin-token": (40, ALNUM),
+             "s3-access-key": (20, UPPER_ALNUM), "s3-secret-key": (40, ALNUM)}
 
 # Values merged over values.yaml (after CREDS unless creds is False), and the release name.
 VARIANTS = {
@@ -78,6 +84,7 @@ VARIANTS = {
         "imagePullSecrets": [{"name": "regcred"}], "podAnnotations": {"example.com/team": "ml"},
         "podLabels": {"tier": "storage"}, "image": {"tag": "0.2.0-rc1"}}},
     "existing-secret": {"creds": False, "set": {"auth": {"existingSecret": "lake-creds"}}},
+    "generated-credentials": {"creds": False},
     "long-release-name": {"name": "a-release-name-of-fifty-three-characters-for-the-test"},
 }
 
@@ -137,6 +144,14 @@ class Rendered:
     def config(self) -> dict:
         return tomllib.loads(self.config_text)
 
+    @property
+    def secret_values(self) -> dict:
+        """The chart's Secret, decoded; {} when it makes none."""
+        if "Secret" not in self.by_kind:
+            return {}
+        return {k: base64.b64decode(x, validate=True).decode()
+                for k, x in self.one("Secret")["data"].items()}
+
 
 @pytest.fixture(scope="session", autouse=True)
 def go_toolchain():
@@ -159,9 +174,17 @@ def renderer(tmp_path_factory):
     defaults = yaml.safe_load((CHART / "values.yaml").read_text())
     values_json.write_text(json.dumps(defaults))
 
-    def render(*overrides: dict, name: str = "lake") -> Rendered:
+    lookups = iter(range(1 << 30))
+
+    def render(*overrides: dict, name: str = "lake", lookup: dict | None = None) -> Rendered:
+        """lookup: what Helm's lookup finds, {"v1/Secret/<ns>/<name>": object} (default none,
+        as under `helm template`)."""
         cmd = [str(exe), "-chart", str(CHART), "-chart-json", str(chart_json),
                "-values-json", str(values_json), "-name", name, "-namespace", NAMESPACE, "-json"]
+        if lookup is not None:
+            objects = tmp / f"lookup-{next(lookups)}.json"
+            objects.write_text(json.dumps(lookup))
+            cmd += ["-lookup", str(objects)]
         values = copy.deepcopy(defaults)
         for o in overrides:
             cmd += ["-set-json", json.dumps(o)]
@@ -195,26 +218,112 @@ def free_port() -> int:
 
 # --- credentials ---------------------------------------------------------------------------
 
-def test_defaults_fail_without_credentials(renderer):
-    with pytest.raises(RenderError) as e:
-        renderer()
-    assert "auth.rpcSecret is required" in str(e.value)
+def existing_secret(data: dict, name: str = "lake-openlake", namespace: str = NAMESPACE) -> dict:
+    """Helm's lookup of the chart's Secret, as the API server answers it: data base64-encoded."""
+    return {f"v1/Secret/{namespace}/{name}": {
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": name, "namespace": namespace,
+                     "annotations": {"helm.sh/resource-policy": "keep"}},
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}}
 
 
-@pytest.mark.parametrize("missing", sorted(SECRET_KEYS))
-def test_each_missing_credential_is_named(renderer, missing):
-    auth = dict(CREDS["auth"])
-    del auth[missing]
-    with pytest.raises(RenderError) as e:
-        renderer({"auth": auth})
-    assert f"auth.{missing} is required" in str(e.value)
-    assert "auth.existingSecret" in str(e.value)
+def assert_generated(key: str, value: str) -> None:
+    length, alphabet = GENERATED[key]
+    assert re.fullmatch(f"{alphabet}{{{length}}}", value), f"{key}: {value!r}"
 
 
-def test_s3_keys_not_needed_without_s3(renderer):
-    r = renderer({"auth": {"rpcSecret": "r" * 16, "adminToken": "a" * 16},
-                  "s3": {"enabled": False}})
-    assert set(r.one("Secret")["data"]) == {"rpc-secret", "admin-token"}
+def assert_not_shown(r: Rendered, values) -> None:
+    """No credential anywhere but the Secret: not in another object, not in NOTES.txt."""
+    others = json.dumps([d for d in r.docs if d["kind"] != "Secret"]) + r.notes
+    for value in values:
+        assert value not in others
+
+
+def test_defaults_generate_credentials(renderer):
+    # `helm install` with no value set: a Secret with a random value for each key, kept when the
+    # release is uninstalled (the claims, and the objects signed with the S3 keys, stay too).
+    r = renderer()
+    secret = r.one("Secret", "lake-openlake")
+    assert secret["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    assert secret["type"] == "Opaque"
+    first = r.secret_values
+    assert set(first) == set(GENERATED)
+    for key, value in first.items():
+        assert_generated(key, value)
+    assert_not_shown(r, first.values())
+    # NOTES.txt says where they are and how to read each.
+    for key in GENERATED:
+        assert (f"kubectl get secret lake-openlake -n {NAMESPACE} -o jsonpath='{{.data.{key}}}'"
+                " | base64 -d") in r.notes
+
+    # Each render (each `helm template`, each install) makes new ones; the config, its checksum
+    # and so the pods' template stay the same.
+    again = renderer()
+    assert all(again.secret_values[k] != first[k] for k in GENERATED)
+    assert len(set(first.values()) | set(again.secret_values.values())) == 2 * len(GENERATED)
+    assert again.config_text == r.config_text
+    assert again.sts == r.sts
+
+
+def test_s3_keys_not_made_without_s3(renderer):
+    r = renderer({"s3": {"enabled": False}})
+    assert set(r.secret_values) == {"rpc-secret", "admin-token"}
+    assert "s3-access-key" not in r.notes
+
+
+def test_upgrade_keeps_the_secret_it_made(renderer):
+    # `helm upgrade`: lookup finds the Secret the install made, and every value is reused as is.
+    stored = renderer().secret_values
+    r = renderer(lookup=existing_secret(stored))
+    assert r.secret_values == stored
+    assert r.one("Secret")["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    # A key the old Secret lacks (S3 turned on later) is generated; the rest are kept.
+    kv_only = {k: stored[k] for k in ("rpc-secret", "admin-token")}
+    r = renderer(lookup=existing_secret(kv_only))
+    assert {k: r.secret_values[k] for k in kv_only} == kv_only
+    for key in ("s3-access-key", "s3-secret-key"):
+        assert_generated(key, r.secret_values[key])
+        assert r.secret_values[key] != stored[key]
+    # Only the release's own Secret counts: another name or namespace is not looked at.
+    for elsewhere in (existing_secret(stored, name="other-openlake"),
+                      existing_secret(stored, namespace="default")):
+        fresh = renderer(lookup=elsewhere).secret_values
+        assert not set(fresh.values()) & set(stored.values())
+
+
+@pytest.mark.parametrize("field", sorted(SECRET_KEYS))
+def test_explicit_values_win(renderer, field):
+    key, given = SECRET_KEYS[field], CREDS["auth"][field]
+    stored = {k: f"stored-{k}" for k in GENERATED}
+    # Over what the Secret holds: the given value replaces it, the others are kept.
+    r = renderer({"auth": {field: given}}, lookup=existing_secret(stored))
+    assert r.secret_values == stored | {key: given}
+    # Without a Secret: the given value, the others generated.
+    r = renderer({"auth": {field: given}})
+    assert r.secret_values[key] == given
+    for k, value in r.secret_values.items():
+        if k != key:
+            assert_generated(k, value)
+    assert_not_shown(r, r.secret_values.values())
+
+
+def test_all_explicit_values(renderer):
+    r = renderer(CREDS, lookup=existing_secret({k: f"stored-{k}" for k in GENERATED}))
+    assert r.secret_values == {SECRET_KEYS[f]: v for f, v in CREDS["auth"].items()}
+
+
+def test_existing_secret_makes_none(renderer):
+    # The user's Secret: the chart makes none, generates nothing and looks nothing up, even
+    # where auth.* has values or a Secret of the chart's own name exists.
+    for extra in ({}, CREDS):
+        r = renderer(extra, {"auth": {"existingSecret": "lake-creds"}},
+                     lookup=existing_secret({k: f"stored-{k}" for k in GENERATED}))
+        assert "Secret" not in r.by_kind
+        refs = {e["valueFrom"]["secretKeyRef"]["name"] for e in r.container["env"]
+                if "secretKeyRef" in e.get("valueFrom", {})}
+        assert refs == {"lake-creds"}
+        assert "kubectl get secret lake-creds" in r.notes
+        assert_not_shown(r, CREDS["auth"].values())
 
 
 # --- the objects, for every variant --------------------------------------------------------
@@ -350,13 +459,16 @@ def test_objects_fit_together(renderer, variant):
     assert {ref["name"] for ref in refs.values()} == {secret_name}
     if "Secret" in r.by_kind:
         secret = r.one("Secret", secret_name)
+        assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
         assert set(secret["data"]) == set(wanted.values())
         for field, key in SECRET_KEYS.items():
-            if key in secret["data"]:
-                assert base64.b64decode(secret["data"][key]).decode() == v["auth"][field]
-    others = json.dumps([d for d in r.docs if d["kind"] != "Secret"]) + r.notes
-    for value in CREDS["auth"].values():
-        assert value not in others
+            if key not in secret["data"]:
+                continue
+            if v["auth"][field]:
+                assert r.secret_values[key] == v["auth"][field]
+            else:
+                assert_generated(key, r.secret_values[key])
+    assert_not_shown(r, [*CREDS["auth"].values(), *r.secret_values.values()])
 
     # Probes: the ConfigMap's script, against the admin port.
     probe_script = r.one("ConfigMap")["data"]["probe.sh"]
@@ -578,8 +690,10 @@ def test_probe_script_sends_the_token(renderer, tmp_path, client):
         server.server_close()
 
 
-def test_real_daemon_becomes_ready_through_the_probes(renderer, tmp_path):
-    """The pod's command and env, run here: a real openlaked, the rendered config on loopback."""
+@pytest.mark.parametrize("creds", ["given", "generated"])
+def test_real_daemon_becomes_ready_through_the_probes(renderer, tmp_path, creds):
+    """The pod's command and env, run here: a real openlaked, the rendered config on loopback,
+    with the credentials given in values or generated by the chart."""
     openlaked = tool("OPENLAKED", "tools/openlaked/openlaked")
     if openlaked is None:
         pytest.skip("openlaked is not built (set OPENLAKED)")
@@ -587,7 +701,8 @@ def test_real_daemon_becomes_ready_through_the_probes(renderer, tmp_path):
     if client is None:
         pytest.skip("neither curl nor wget here")
     ports = {"rpc": free_port(), "s3": free_port(), "admin": free_port()}
-    r = renderer(CREDS, {"ports": ports, "kv": {"capacityGb": 0.0625, "segmentMb": 4}})
+    r = renderer(*([CREDS] if creds == "given" else []),
+                 {"ports": ports, "kv": {"capacityGb": 0.0625, "segmentMb": 4}})
     # Loopback only, and the pod's folders moved under tmp_path.
     text = r.config_text.replace('"0.0.0.0:', '"127.0.0.1:')
     text = text.replace('"/data/', f'"{tmp_path}/data/')
@@ -598,7 +713,9 @@ def test_real_daemon_becomes_ready_through_the_probes(renderer, tmp_path):
     script = tmp_path / "probe.sh"
     script.write_text(r.one("ConfigMap")["data"]["probe.sh"])
 
-    secret = {k: base64.b64decode(x).decode() for k, x in r.one("Secret")["data"].items()}
+    secret = r.secret_values
+    if creds == "given":
+        assert secret["admin-token"] == CREDS["auth"]["adminToken"]
     env = {"PATH": f"{Path(openlaked).parent}:/usr/bin:/bin",
            "OPENLAKE_POD_NAME": f"{r.sts['metadata']['name']}-1"}
     for e in r.container["env"]:
@@ -610,7 +727,7 @@ def test_real_daemon_becomes_ready_through_the_probes(renderer, tmp_path):
         daemon = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT,
                                   cwd=tmp_path, start_new_session=True)
 
-    def probe(path: str, token: str = CREDS["auth"]["adminToken"]) -> int:
+    def probe(path: str, token: str = secret["admin-token"]) -> int:
         return subprocess.run(["/bin/sh", str(script), path], capture_output=True, timeout=10,
                               env=probe_env(tmp_path, client, token)).returncode
 

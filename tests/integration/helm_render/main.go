@@ -10,7 +10,13 @@
 // maps merge key by key, anything else replaces, and null deletes.
 //
 //	go run main.go -chart DIR -chart-json CHART.json -values-json VALUES.json \
-//	    [-set-json '{"auth":{"rpcSecret":"..."}}']... [-name R] [-namespace NS] [-json] [-lax]
+//	    [-set-json '{"auth":{"rpcSecret":"..."}}']... [-lookup OBJECTS.json] [-name R] \
+//	    [-namespace NS] [-json] [-lax]
+//
+// Helm's lookup asks the cluster; `helm template` has none, so there it returns an empty map, as
+// here. -lookup stands in for a cluster: a JSON object mapping "<apiVersion>/<kind>/<namespace>/
+// <name>" (e.g. "v1/Secret/lakes/lake-openlake") to the object lookup returns for it, as the API
+// server would give it (a Secret's data base64-encoded), so a test can render an upgrade.
 //
 // Output: the rendered templates as `helm template` prints them ("---" and "# Source: ..."
 // before each non-empty one; NOTES.txt last, under "# NOTES.txt"), or with -json one object
@@ -21,6 +27,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -29,6 +36,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -72,12 +80,21 @@ func main() {
 	namespace := flag.String("namespace", "default", "release namespace")
 	asJSON := flag.Bool("json", false, "print one JSON object instead of YAML documents")
 	lax := flag.Bool("lax", false, "missing map keys render as nothing (Helm's default)")
+	lookupJSON := flag.String("lookup", "", "objects lookup finds, as JSON (default: none)")
 	flag.Parse()
 	if *chartDir == "" || *chartJSON == "" || *valuesJSON == "" {
 		fmt.Fprintln(os.Stderr, "helm_render: -chart, -chart-json and -values-json are required")
 		os.Exit(2)
 	}
-	manifests, notes, err := render(*chartDir, *chartJSON, *valuesJSON, sets, *name, *namespace, *lax)
+	objects := map[string]json.RawMessage{}
+	if *lookupJSON != "" {
+		if err := readJSON(*lookupJSON, &objects); err != nil {
+			fmt.Fprintf(os.Stderr, "helm_render: -lookup: %v\n", err)
+			os.Exit(2)
+		}
+	}
+	manifests, notes, err := render(*chartDir, *chartJSON, *valuesJSON, sets, objects, *name,
+		*namespace, *lax)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "helm_render: %v\n", err)
 		os.Exit(1)
@@ -111,8 +128,8 @@ func readJSON(path string, into interface{}) error {
 	return nil
 }
 
-func render(dir, chartJSON, valuesJSON string, sets []string, name, namespace string,
-	lax bool) (map[string]string, string, error) {
+func render(dir, chartJSON, valuesJSON string, sets []string, objects map[string]json.RawMessage,
+	name, namespace string, lax bool) (map[string]string, string, error) {
 	var meta map[string]interface{}
 	if err := readJSON(chartJSON, &meta); err != nil {
 		return nil, "", err
@@ -154,7 +171,7 @@ func render(dir, chartJSON, valuesJSON string, sets []string, name, namespace st
 	} else {
 		root.Option("missingkey=error")
 	}
-	root.Funcs(funcMap(root))
+	root.Funcs(funcMap(root, objects))
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -232,7 +249,7 @@ func strs(v interface{}) []string {
 
 // funcMap: the functions the chart may use. Each has the signature of Sprig v3 or of Helm's
 // engine (pkg/engine/funcs.go), because text/template checks argument types against it.
-func funcMap(root *template.Template) template.FuncMap {
+func funcMap(root *template.Template, objects map[string]json.RawMessage) template.FuncMap {
 	return template.FuncMap{
 		// Helm's own.
 		"include": func(name string, data interface{}) (string, error) {
@@ -242,13 +259,21 @@ func funcMap(root *template.Template) template.FuncMap {
 			}
 			return buf.String(), nil
 		},
-		"required": func(warn string, val interface{}) (interface{}, error) {
-			if val == nil {
-				return val, errors.New(warn)
-			} else if s, ok := val.(string); ok && s == "" {
-				return val, errors.New(warn)
+		// One object, or an empty map when there is none (as always under `helm template`). A
+		// list (name "") is not needed by the chart, so it is refused rather than faked.
+		"lookup": func(apiVersion, kind, namespace, name string) (map[string]interface{}, error) {
+			if name == "" {
+				return nil, errors.New("lookup: listing (an empty name) is not implemented here")
 			}
-			return val, nil
+			obj := map[string]interface{}{}
+			if raw, ok := objects[apiVersion+"/"+kind+"/"+namespace+"/"+name]; ok {
+				// Decoded on each call: a fresh copy, as each call to the API server gives.
+				if err := json.Unmarshal(raw, &obj); err != nil {
+					return nil, fmt.Errorf("lookup %s %s %s/%s: %v", apiVersion, kind, namespace,
+						name, err)
+				}
+			}
+			return obj, nil
 		},
 		"toYaml": func(v interface{}) string { return strings.TrimSuffix(toYAML(v), "\n") },
 		// Sprig's.
@@ -311,7 +336,38 @@ func funcMap(root *template.Template) template.FuncMap {
 			return out
 		},
 		"hasKey": func(d map[string]interface{}, key string) bool { _, ok := d[key]; return ok },
+		"dict": func(v ...interface{}) map[string]interface{} {
+			d := map[string]interface{}{}
+			for i := 0; i < len(v); i += 2 {
+				if i+1 < len(v) {
+					d[strval(v[i])] = v[i+1]
+				} else {
+					d[strval(v[i])] = ""
+				}
+			}
+			return d
+		},
+		"upper":        strings.ToUpper,
+		"randAlphaNum": randAlphaNum,
 	}
+}
+
+// randAlphaNum: count characters drawn uniformly from [A-Za-z0-9] by crypto/rand, as Sprig's
+// (Masterminds/goutils CryptoRandomAlphaNumeric).
+func randAlphaNum(count int) (string, error) {
+	const chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	if count < 0 {
+		return "", fmt.Errorf("randAlphaNum: count %d is negative", count)
+	}
+	out := make([]byte, count)
+	for i := range out {
+		n, err := rand.Int(rand.Reader, big.NewInt(int64(len(chars))))
+		if err != nil {
+			return "", err
+		}
+		out[i] = chars[n.Int64()]
+	}
+	return string(out), nil
 }
 
 func indent(spaces int, v string) string {

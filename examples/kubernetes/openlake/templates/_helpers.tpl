@@ -50,6 +50,21 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default (include "openlake.fullname" .) .Values.auth.existingSecret -}}
 {{- end }}
 
+{{/*
+One key of the chart's Secret, base64-encoded and quoted, from a dict: "given" (the auth.* value),
+"old" (the data of the Secret as it stands, {} when there is none), "key", and "fresh" (a random
+value). The given value wins, then the one already stored, so an upgrade keeps what it made.
+*/}}
+{{- define "openlake.credential" -}}
+{{- if .given -}}
+{{- .given | toString | b64enc | quote -}}
+{{- else if index .old .key -}}
+{{- index .old .key | quote -}}
+{{- else -}}
+{{- .fresh | b64enc | quote -}}
+{{- end -}}
+{{- end }}
+
 {{/* Drives per pod: one per host path when those are given, else drives.count. */}}
 {{- define "openlake.driveCount" -}}
 {{- if .Values.drives.hostPaths }}{{ len .Values.drives.hostPaths }}{{ else }}{{ int .Values.drives.count }}{{ end -}}
