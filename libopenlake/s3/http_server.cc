@@ -241,8 +241,23 @@ io::Task<absl::StatusOr<std::string_view>> HttpExchange::ReadBody() {
   }
 }
 
-std::string HttpExchange::Head(uint64_t length) const {
-  std::string h = StrCat("HTTP/1.1 ", status_, " ", Reason(status_), "\r\n");
+std::string HttpExchange::Head(uint64_t length) {
+  // A final answer to "Expect: 100-continue" that came without "100 Continue" leaves botocore
+  // (boto3, the aws CLI) holding that answer's status line for the next response on the same
+  // connection: it misreads that response and waits out its read timeout (boto/botocore#3755;
+  // the aws CLI's sync met it on an empty file's PUT followed by another). So a request
+  // without a body (nothing to invite) still gets "100 Continue" first, and one whose body
+  // was never invited closes the connection after this answer, and says so.
+  std::string h;
+  if (req_.expect_continue && !continue_sent_) {
+    if (body_done_) {
+      h = "HTTP/1.1 100 Continue\r\n\r\n";
+      continue_sent_ = true;
+    } else {
+      close_after_ = true;
+    }
+  }
+  h.append(StrCat("HTTP/1.1 ", status_, " ", Reason(status_), "\r\n"));
   bool has_date = false;
   for (const auto& [name, value] : headers_) {
     h.append(name).append(": ").append(value).append("\r\n");

@@ -100,7 +100,9 @@ class HttpExchange {
   HttpExchange(Conn* c, Request req);
   io::Task<absl::Status> SendAll(std::string_view data);
   io::Task<absl::Status> FlushHead();
-  std::string Head(uint64_t length) const;
+  // The response head; to an Expect: 100-continue never granted, after "100 Continue" (no
+  // body) or with a close (an uninvited body; see there).
+  std::string Head(uint64_t length);
 
   Conn* c_;
   Request req_;

@@ -6,6 +6,7 @@ import binascii
 import datetime
 import hashlib
 import hmac
+import io
 import os
 import time
 import urllib.error
@@ -214,6 +215,23 @@ def test_put_content_md5(s3, bucket):
     with pytest.raises(ClientError):
         s3.put_object(Bucket=bucket, Key="md5", Body=b"other", ContentMD5=md5_b64(b"nope"))
     assert get_bytes(s3, bucket, "md5") == data
+
+
+def test_expect_continue_empty_then_non_empty_on_one_connection(server, bucket):
+    """botocore sends "Expect: 100-continue" with file bodies (as the aws CLI's sync does) and
+    keeps the status line of a final answer that came without "100 Continue" for the next
+    response on that pooled connection (boto/botocore#3755): that response is misread and the
+    client waits out its read timeout. So an empty body is granted "100 Continue" too. Empty
+    and non-empty PUTs in turn over one pooled connection, each well within the timeout."""
+    s3 = make_client(server, max_pool_connections=1, read_timeout=10)
+    sent = {"empty": b"", "a.txt": b"alpha\n", "empty2": b"", "b": b"b" * 3000, "c": b"c"}
+    for key, data in sent.items():
+        start = time.monotonic()
+        r = s3.put_object(Bucket=bucket, Key=key, Body=io.BytesIO(data))
+        assert time.monotonic() - start < 5, key
+        assert r["ETag"] == '"%s"' % hashlib.md5(data).hexdigest()
+    for key, data in sent.items():
+        assert get_bytes(s3, bucket, key) == data
 
 
 @pytest.mark.parametrize("algo", ["CRC32", "CRC32C", "SHA1", "SHA256"])
