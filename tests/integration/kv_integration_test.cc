@@ -480,12 +480,12 @@ TEST_CASE("bad configurations are refused with a precise message", "[integration
     CHECK(d.Output().find("exceeds the machine's RAM") != std::string::npos);
   }
   {
-    // Beyond loopback without a secret: refused before anything listens.
+    // Beyond loopback without a secret: a config error, refused before anything starts.
     Daemon d("mode = \"kv\"\nrpc_addr = \"0.0.0.0:" + std::to_string(FreePort()) +
              "\"\nkv_socket = \"" + dir.File("s/kv.sock") +
              "\"\n[kv_slab]\ncapacity_gb = 0.0625\n");
-    CHECK(d.RunToExit(dir.path()) == 1);
-    CHECK(d.Output().find("no shared secret is configured") != std::string::npos);
+    CHECK(d.RunToExit(dir.path()) == 2);
+    CHECK(d.Output().find("listens beyond loopback: set rpc_secret") != std::string::npos);
   }
 }
 
