@@ -8,6 +8,8 @@
 #include <ctime>
 #include <utility>
 
+#include "absl/strings/str_join.h"
+
 #include "common/digest.h"
 #include "common/strings.h"
 #include "s3/fields.h"
@@ -464,13 +466,8 @@ std::string SignV4(const SigV4SignInput& in) {
   const std::string scope = StrCat(cred.date, "/", cred.region, "/", cred.service, "/aws4_request");
   const std::string signature = SignCanonical(SigningKey(in.secret_key, cred), in.method, in.path,
                                               tail.value_or(""), amz_date, scope);
-  std::string signed_list;
-  for (const std::string& n : names) {
-    if (!signed_list.empty()) signed_list.push_back(';');
-    signed_list += n;
-  }
   return StrCat(kAlgorithm, " Credential=", in.access_key, "/", scope,
-                ", SignedHeaders=", signed_list, ", Signature=", signature);
+                ", SignedHeaders=", absl::StrJoin(names, ";"), ", Signature=", signature);
 }
 
 std::string ChunkSignature(const SigV4Result& auth, std::string_view previous_signature,

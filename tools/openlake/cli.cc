@@ -23,17 +23,6 @@ std::optional<Config> LoadConfigOrReport(const std::string& path) {
   return *std::move(cfg);
 }
 
-std::string HumanBytes(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 5) {
-    v /= 1024;
-    ++u;
-  }
-  return u == 0 ? absl::StrFormat("%d B", bytes) : absl::StrFormat("%.1f %s", v, units[u]);
-}
-
 void JsonWriter::Separate() {
   if (after_key_) {
     after_key_ = false;

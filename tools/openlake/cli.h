@@ -10,7 +10,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include "human_bytes.h"
+
 #include "openlake/config.h"
+#include "openlake/kv/client.h"
 
 namespace openlake::cli {
 
@@ -27,8 +30,14 @@ int Fail(int code, std::string_view message);
 // with kExitUsage.
 std::optional<Config> LoadConfigOrReport(const std::string& path);
 
+// A KV client for control calls only (Stats): it never maps the slab, so it works from any host
+// that reaches the pool's RPC address. `timeout` bounds the connect and each call.
+absl::StatusOr<std::unique_ptr<kv::Client>> ConnectPoolControl(const std::string& address,
+                                                               const std::string& secret,
+                                                               absl::Duration timeout);
+
 // "1.5 GiB".
-std::string HumanBytes(uint64_t bytes);
+using tools::HumanBytes;
 
 // Builds one JSON value as text. Commas and quoting are handled here; keys are written with
 // Key() inside objects. Not validating: callers nest Begin/End correctly.

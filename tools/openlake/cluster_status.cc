@@ -26,9 +26,9 @@ namespace {
 
 struct StatusOptions {
   std::string config;
-  std::string secret;  // overrides the config's rpc_secret
+  std::string secret;       // overrides the config's rpc_secret
   double timeout_secs = 2;  // as upstream
-  bool probe = false;  // topology only: ask the nodes too
+  bool probe = false;       // topology only: ask the nodes too
   bool json = false;
 };
 
@@ -76,12 +76,7 @@ void Ask(NodeReport* r, const Config& cfg, const StatusOptions& o, bool with_poo
     return;
   }
   if (!with_pool || !r->status.kv) return;
-  kv::ClientOptions co;
-  co.secret = q.secret;
-  co.map_slab = false;
-  co.connect_timeout = q.timeout;
-  co.call_timeout = q.timeout;
-  auto client = kv::Client::Connect(r->node.rpc_addr, co);
+  auto client = ConnectPoolControl(r->node.rpc_addr, q.secret, q.timeout);
   absl::StatusOr<kv::PoolStats> pool =
       client.ok() ? (*client)->Stats() : absl::StatusOr<kv::PoolStats>(client.status());
   if (pool.ok()) {

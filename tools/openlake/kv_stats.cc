@@ -101,12 +101,7 @@ void PrintText(const KvOptions& o, const std::string& version, const kv::PoolSta
 }
 
 int RunKvStats(const KvOptions& o) {
-  kv::ClientOptions co;
-  co.secret = o.secret;
-  co.map_slab = false;
-  co.connect_timeout = absl::Seconds(o.timeout_secs);
-  co.call_timeout = absl::Seconds(o.timeout_secs);
-  auto client = kv::Client::Connect(o.target, co);
+  auto client = ConnectPoolControl(o.target, o.secret, absl::Seconds(o.timeout_secs));
   if (!client.ok()) {
     const int code = absl::IsInvalidArgument(client.status()) ? kExitUsage : kExitRuntime;
     return Fail(code, "cannot reach the KV pool at " + o.target + ": " + Message(client.status()));
@@ -124,6 +119,17 @@ int RunKvStats(const KvOptions& o) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<kv::Client>> ConnectPoolControl(const std::string& address,
+                                                               const std::string& secret,
+                                                               absl::Duration timeout) {
+  kv::ClientOptions co;
+  co.secret = secret;
+  co.map_slab = false;
+  co.connect_timeout = timeout;
+  co.call_timeout = timeout;
+  return kv::Client::Connect(address, co);
+}
 
 void AddKvCommands(CLI::App& app, int* exit_code) {
   CLI::App* kv = app.add_subcommand("kv", "the KV-cache pool");

@@ -46,21 +46,27 @@ void RuntimeMetrics(openlake::io::Runtime& rt, LoopHistory& history,
             "than waiting in io_uring_enter",
             busy + idle > 0 ? busy / (busy + idle) : 0.0, labels(i));
   }
-  for (unsigned i = 0; i < now.size(); ++i) {
-    w.Counter("openlake_reactor_busy_seconds_total", "Time a reactor spent running work",
-              static_cast<double>(now[i].busy_ns) * 1e-9, labels(i));
-  }
-  for (unsigned i = 0; i < now.size(); ++i) {
-    w.Counter("openlake_reactor_ring_submissions_total", "SQEs a reactor submitted to io_uring",
-              static_cast<double>(now[i].submitted), labels(i));
-  }
-  for (unsigned i = 0; i < now.size(); ++i) {
-    w.Counter("openlake_reactor_ring_completions_total", "CQEs a reactor reaped from io_uring",
-              static_cast<double>(now[i].reaped), labels(i));
-  }
-  for (unsigned i = 0; i < now.size(); ++i) {
-    w.Counter("openlake_reactor_loop_iterations_total", "Turns of a reactor's event loop",
-              static_cast<double>(now[i].iterations), labels(i));
+  // The counters as they stand, one family at a time (a family's samples must be together).
+  struct Family {
+    const char* name;
+    const char* help;
+    uint64_t LoopStats::*field;
+    double scale;
+  };
+  static constexpr Family kCounters[] = {
+      {"openlake_reactor_busy_seconds_total", "Time a reactor spent running work",
+       &LoopStats::busy_ns, 1e-9},
+      {"openlake_reactor_ring_submissions_total", "SQEs a reactor submitted to io_uring",
+       &LoopStats::submitted, 1},
+      {"openlake_reactor_ring_completions_total", "CQEs a reactor reaped from io_uring",
+       &LoopStats::reaped, 1},
+      {"openlake_reactor_loop_iterations_total", "Turns of a reactor's event loop",
+       &LoopStats::iterations, 1},
+  };
+  for (const Family& f : kCounters) {
+    for (unsigned i = 0; i < now.size(); ++i) {
+      w.Counter(f.name, f.help, static_cast<double>(now[i].*f.field) * f.scale, labels(i));
+    }
   }
 }
 

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 
 #include "admin_sources.h"
+#include "human_bytes.h"
 #include "node_status.h"
 #include "object_store.h"
 
@@ -34,16 +35,7 @@
 
 namespace {
 
-std::string HumanBytes(uint64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  return absl::StrFormat("%.1f %s", v, units[u]);
-}
+using openlake::tools::HumanBytes;
 
 // Default place of the KV pool's Unix socket: /run/openlake for root, the user's runtime
 // folder otherwise, else a per-user folder in /tmp (checked to be ours by the service).
