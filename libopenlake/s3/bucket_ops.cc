@@ -43,10 +43,15 @@ io::Task<void> CreateBucket(Call& c) {
     }
     const bool default_region = region->empty() && c.opts.region == "us-east-1";
     if (!default_region && *region != c.opts.region) {
-      co_await c.Error("IllegalLocationConstraintException", 400,
-                       StrCat("The ", region->empty() ? "unspecified" : *region,
-                              " location constraint is incompatible for the region specific "
-                              "endpoint this request was sent to (", c.opts.region, ")."));
+      // Built before the co_await: a ?: inside its statement (`region->empty() ? "unspecified"
+      // : *region`, a std::string temporary) made g++ 12 free that string twice after the
+      // answer went out, aborting the daemon (co_await_check.py guards the class).
+      const std::string_view named =
+          region->empty() ? std::string_view("unspecified") : std::string_view(*region);
+      std::string message = StrCat("The ", named,
+                                   " location constraint is incompatible for the region specific "
+                                   "endpoint this request was sent to (", c.opts.region, ").");
+      co_await c.Error("IllegalLocationConstraintException", 400, std::move(message));
       co_return;
     }
   }

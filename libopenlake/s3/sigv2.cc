@@ -135,8 +135,9 @@ SigV4Result VerifySigV2(const SigV4Request& req, std::string_view bucket_from_ho
   sts.append(type ? type->value : "").append("\n");
   sts.append(date_field).append("\n");
   for (const auto& [name, value] : amz) sts.append(name).append(":").append(value).append("\n");
-  if (!bucket_from_host.empty()) sts.append("/").append(bucket_from_host);
-  sts.append(req.path);
+  std::string resource;
+  if (!bucket_from_host.empty()) resource.append("/").append(bucket_from_host);
+  resource.append(req.path);
   std::vector<std::pair<std::string, std::string>> sub;
   for (const auto& [k, v] : params) {
     if (std::find(std::begin(kSubresources), std::end(kSubresources), k) !=
@@ -145,13 +146,22 @@ SigV4Result VerifySigV2(const SigV4Request& req, std::string_view bucket_from_ho
     }
   }
   std::sort(sub.begin(), sub.end());
+  std::string query;
   for (size_t i = 0; i < sub.size(); ++i) {
-    sts.append(i == 0 ? "?" : "&").append(sub[i].first);
-    if (!sub[i].second.empty()) sts.append("=").append(sub[i].second);
+    query.append(i == 0 ? "?" : "&").append(sub[i].first);
+    if (!sub[i].second.empty()) query.append("=").append(sub[i].second);
   }
-  const std::string expected = HmacSha1Base64(*secret, sts);
-  if (expected.size() != signature.size() ||
-      CRYPTO_memcmp(expected.data(), signature.data(), expected.size()) != 0) {
+  // S3 names a bucket "/bucket/": botocore signs a path-style bucket request ("PUT /bucket")
+  // with that resource, other clients (minio-go) with the path as sent. Both are the bucket.
+  bool match = false;
+  const bool bare_bucket = resource.size() > 1 && resource.find('/', 1) == std::string::npos;
+  for (int form = 0; form < (bare_bucket ? 2 : 1) && !match; ++form) {
+    const std::string expected =
+        HmacSha1Base64(*secret, StrCat(sts, resource, form == 1 ? "/" : "", query));
+    match = expected.size() == signature.size() &&
+            CRYPTO_memcmp(expected.data(), signature.data(), expected.size()) == 0;
+  }
+  if (!match) {
     return AuthError("SignatureDoesNotMatch", 403,
                      "The request signature we calculated does not match the signature you "
                      "provided. Check your key and signing method.");

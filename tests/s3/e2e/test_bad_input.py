@@ -155,6 +155,30 @@ def test_wrong_region(server, canary_bucket):
     assert (status, xml_code(body)) == (400, "AuthorizationHeaderMalformed"), body
 
 
+@pytest.mark.parametrize("signature", ["s3v4", "s3"])  # SigV4, and SigV2 as MinIO's Go SDK sends
+@pytest.mark.parametrize("location", ["eu-west-1", "ap-southeast-2", ""])
+def test_foreign_location_constraint(server, canary_bucket, bucket_name, signature, location):
+    # MakeBucket(name, "eu-west-1") against a us-east-1 server: the right error, then the daemon
+    # kept serving. g++ 12 freed a temporary of this answer twice and aborted openlaked
+    # ("free(): invalid size") until the message was built outside the co_await.
+    s3 = make_client(server, signature_version=signature)
+    name = bucket_name("loc")
+    if location:
+        with pytest.raises(ClientError) as e:
+            s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": location})
+        assert error_code(e) == ("IllegalLocationConstraintException", 400)
+        assert f"The {location} location constraint is incompatible" in str(e.value)
+        assert _missing(server, name, "k")
+    else:
+        # An empty constraint is us-east-1's own: accepted.
+        doc = (b'<CreateBucketConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+               b"<LocationConstraint></LocationConstraint></CreateBucketConfiguration>")
+        status, _, body = raw_request(server, "PUT", f"/{name}", doc)
+        assert status == 200, body
+    for _ in range(3):  # answers go on, on the same daemon
+        assert s3.head_bucket(Bucket=canary_bucket)["ResponseMetadata"]["HTTPStatusCode"] == 200
+
+
 def test_payload_hash_mismatch(server, canary_bucket):
     status, _, body = raw_request(server, "PUT", f"/{canary_bucket}/canary", b"x" * 5000,
                                   payload_hash=hashlib.sha256(b"y").hexdigest())

@@ -11,10 +11,12 @@
 //
 //   // On a reactor, in a coroutine:
 //   OL_CO_RETURN_IF_ERROR(co_await st->MakeBucket("photos"));
-//   OL_CO_ASSIGN_OR_RETURN(auto w, co_await st->CreateObject("photos", "a/b.jpg", {}));
+//   store::PutOptions po;                                // named: never `{}` in a co_await
+//   OL_CO_ASSIGN_OR_RETURN(auto w, co_await st->CreateObject("photos", "a/b.jpg", po));
 //   OL_CO_RETURN_IF_ERROR(co_await w->Write(bytes));     // as many windows as the body has
 //   OL_CO_ASSIGN_OR_RETURN(store::ObjectInfo info, co_await w->Commit());
-//   OL_CO_ASSIGN_OR_RETURN(auto r, co_await st->OpenObject("photos", "a/b.jpg", {}));
+//   store::GetOptions go;
+//   OL_CO_ASSIGN_OR_RETURN(auto r, co_await st->OpenObject("photos", "a/b.jpg", go));
 //   while (true) {
 //     OL_CO_ASSIGN_OR_RETURN(absl::Span<const std::byte> chunk, co_await r->Next());
 //     if (chunk.empty()) break;
