@@ -4,7 +4,7 @@
 
 #include <isa-l/crc64.h>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 
 namespace openlake {
 

@@ -11,7 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 
 namespace openlake {
 namespace {

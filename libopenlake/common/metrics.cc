@@ -2,7 +2,7 @@
 
 #include <bit>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 
 #include "openlake/log.h"
 

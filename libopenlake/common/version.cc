@@ -1,6 +1,6 @@
 #include "openlake/version.h"
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "config.h"
 
 namespace openlake {

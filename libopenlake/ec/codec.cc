@@ -9,7 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 
 namespace openlake::ec {
 namespace {

@@ -10,7 +10,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 
 #include "openlake/status.h"
 

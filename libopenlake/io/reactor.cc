@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "io/reactor_impl.h"
 
 #include "openlake/log.h"

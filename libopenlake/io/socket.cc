@@ -13,7 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 
 #include "openlake/status.h"
 

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "kv/layout.h"
 #include "kv/slab.h"
 #include "kv/wire.h"

@@ -1,4 +1,4 @@
-#include "common/strings.h"
+#include "openlake/strings.h"
 
 #include "openlake/checksum.h"
 #include "openlake/kv/types.h"

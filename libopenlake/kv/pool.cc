@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 
 #include "openlake/log.h"
 #include "openlake/status.h"

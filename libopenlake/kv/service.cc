@@ -5,7 +5,7 @@
 
 #include <chrono>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "kv/pool.h"
 #include "kv/slab.h"
 #include "kv/wire.h"

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "net/frame.h"
 
 #include "openlake/status.h"

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 
 namespace openlake::kv::wire {
 

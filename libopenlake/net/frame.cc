@@ -7,7 +7,7 @@
 #include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 
 #include "openlake/log.h"
 

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "net/frame.h"
 
 #include "openlake/log.h"

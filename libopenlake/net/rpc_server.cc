@@ -6,7 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "net/frame.h"
 
 #include "openlake/log.h"

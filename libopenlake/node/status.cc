@@ -3,7 +3,7 @@
 
 #include <utility>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "node/node.pb.h"
 
 #include "openlake/io/socket.h"

@@ -1,6 +1,6 @@
 // Bucket operations: ListBuckets, CreateBucket, DeleteBucket, HeadBucket, GetBucketLocation,
 // GetBucketVersioning (see ops.h).
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "s3/fields.h"
 #include "s3/ops.h"
 #include "s3/xml.h"

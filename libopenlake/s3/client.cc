@@ -13,7 +13,7 @@
 #include <cstring>
 #include <utility>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "s3/http.h"
 #include "s3/sigv4.h"
 #include "s3/xml.h"

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "net/frame.h"
 #include "openlake/io/file.h"
 #include "openlake/status.h"

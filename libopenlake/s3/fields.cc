@@ -7,7 +7,7 @@
 #include <cctype>
 #include <cstring>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 
 namespace openlake::s3 {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "openlake/log.h"
 #include "openlake/status.h"
 #include "s3/fields.h"

@@ -1,7 +1,7 @@
 // Listings: ListObjects (v1 and v2), ListMultipartUploads, ListParts (see ops.h).
 #include <charconv>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "s3/fields.h"
 #include "s3/ops.h"
 #include "s3/sigv4.h"

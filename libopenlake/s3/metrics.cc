@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <string>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 
 namespace openlake::s3 {
 

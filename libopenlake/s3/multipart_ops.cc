@@ -3,7 +3,7 @@
 #include <charconv>
 
 #include "absl/types/span.h"
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "s3/fields.h"
 #include "s3/ops.h"
 #include "s3/payload.h"

@@ -3,7 +3,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "s3/fields.h"
 #include "s3/ops.h"
 

@@ -4,7 +4,7 @@
 #include <cstddef>
 
 #include "absl/types/span.h"
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "openlake/log.h"
 #include "s3/fields.h"
 #include "s3/ops.h"

@@ -3,7 +3,7 @@
 
 #include <openssl/crypto.h>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "openlake/status.h"
 #include "s3/fields.h"
 

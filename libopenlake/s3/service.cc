@@ -2,7 +2,7 @@
 #include "s3/service.h"
 
 #include "absl/time/clock.h"
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "openlake/log.h"
 #include "s3/ops.h"
 #include "s3/sigv2.h"

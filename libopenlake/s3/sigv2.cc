@@ -13,7 +13,7 @@
 
 #include "absl/time/time.h"
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "s3/fields.h"
 
 namespace openlake::s3 {

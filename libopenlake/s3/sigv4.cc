@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 
 #include "common/digest.h"
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "s3/fields.h"
 
 namespace openlake::s3 {

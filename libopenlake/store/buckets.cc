@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <map>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "openlake/log.h"
 #include "store/engine.h"
 #include "store/errors.h"

@@ -1,6 +1,6 @@
 #include <cstring>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "openlake/io/buffer.h"
 #include "openlake/status.h"
 #include "store/engine.h"

@@ -10,7 +10,7 @@
 #include <map>
 
 #include "absl/time/clock.h"
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "openlake/io/buffer.h"
 #include "openlake/io/file.h"
 #include "openlake/log.h"

@@ -2,7 +2,7 @@
 
 #include "absl/strings/cord.h"
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 
 namespace openlake::store {
 namespace {

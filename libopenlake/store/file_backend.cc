@@ -9,7 +9,7 @@
 
 #include <filesystem>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "openlake/io/file.h"
 #include "openlake/status.h"
 

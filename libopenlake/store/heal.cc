@@ -8,7 +8,7 @@
 // versions or metadata of a write that never reached quorum are cleaned the same way.
 #include <cstring>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "openlake/checksum.h"
 #include "openlake/io/buffer.h"
 #include "openlake/log.h"

@@ -1,7 +1,7 @@
 // The cache of small objects (see inline_cache.h).
 #include "store/inline_cache.h"
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 
 namespace openlake::store {
 

@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <map>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "store/engine.h"
 #include "store/errors.h"
 #include "store/names.h"

@@ -4,7 +4,7 @@
 
 #include "absl/hash/hash.h"
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 
 namespace openlake::store {
 

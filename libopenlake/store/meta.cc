@@ -5,7 +5,7 @@
 
 #include "absl/random/random.h"
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "openlake/checksum.h"
 #include "store/errors.h"
 

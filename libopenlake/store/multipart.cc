@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <map>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "openlake/log.h"
 #include "store/engine.h"
 #include "store/errors.h"

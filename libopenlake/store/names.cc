@@ -2,7 +2,7 @@
 
 #include <cctype>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "store/errors.h"
 
 namespace openlake::store {

@@ -1,5 +1,5 @@
 // Stat, delete and copy of objects; conditional requests and byte ranges.
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "openlake/log.h"
 #include "store/engine.h"
 #include "store/errors.h"

@@ -2,7 +2,7 @@
 // on (docs/object-store.md, "Read quorum").
 #include <map>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "openlake/log.h"
 #include "store/engine.h"
 #include "store/errors.h"

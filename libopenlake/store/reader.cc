@@ -5,7 +5,7 @@
 // object for healing. The next block is read ahead while the caller consumes this one.
 #include <cstring>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "openlake/checksum.h"
 #include "openlake/io/buffer.h"
 #include "openlake/log.h"

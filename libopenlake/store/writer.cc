@@ -11,7 +11,7 @@
 
 #include <cstring>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "openlake/checksum.h"
 #include "openlake/io/buffer.h"
 #include "openlake/log.h"

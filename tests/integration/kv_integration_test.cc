@@ -19,7 +19,7 @@
 #include "integration_util.h"
 #include "../kv/kv_test_util.h"
 
-#include "openlake/config.h"
+#include "daemon_config.h"
 #include "openlake/io/socket.h"
 #include "openlake/kv/client.h"
 
@@ -216,7 +216,7 @@ TEST_CASE("openlaked with no arguments serves the KV pool on 127.0.0.1:9400 and 
   auto st = c->Stats();
   REQUIRE(st.ok());
   // Half of the RAM, less the part that does not fill a whole segment.
-  const uint64_t half = openlake::MemTotalBytes() / 2;
+  const uint64_t half = openlake::tools::MemTotalBytes() / 2;
   CHECK(st->capacity_bytes <= half);
   CHECK(st->capacity_bytes + (64ull << 20) + (2ull << 20) >= half);
   auto ns = c->OpenNamespace("default/tp0", Fp(), 4096);

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 #include "s3/sigv2.h"
 
 namespace openlake::s3 {

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "common/strings.h"
+#include "openlake/strings.h"
 
 namespace openlake::testing {
 

@@ -12,10 +12,17 @@
 
 #include "human_bytes.h"
 
-#include "openlake/config.h"
+#include "daemon_config.h"
 #include "openlake/kv/client.h"
 
 namespace openlake::cli {
+
+// The daemon's config file (tools/common/daemon_config.h).
+using tools::Config;
+using tools::DefaultConfig;
+using tools::LoadConfigFile;
+using tools::MemTotalBytes;
+using tools::NodeConfig;
 
 // Exit codes of every command.
 inline constexpr int kExitOk = 0;

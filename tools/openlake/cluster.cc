@@ -16,7 +16,7 @@
 
 #include "cli.h"
 
-#include "openlake/config.h"
+#include "daemon_config.h"
 
 namespace openlake::cli {
 

@@ -18,7 +18,7 @@
 
 #include "cli.h"
 
-#include "openlake/config.h"
+#include "daemon_config.h"
 #include "openlake/io/reactor.h"
 
 namespace openlake::cli {

@@ -24,7 +24,7 @@
 #include "node_status.h"
 #include "object_store.h"
 
-#include "openlake/config.h"
+#include "daemon_config.h"
 #include "openlake/io/reactor.h"
 #include "openlake/io/socket.h"
 #include "openlake/kv/service.h"
@@ -54,7 +54,7 @@ std::string DefaultSocketPath(uint16_t port) {
 // Overrides from the environment, for containers: the pod ordinal as the node id (as upstream
 // reads it), and the secrets a Kubernetes Secret passes as variables rather than in a config
 // file. False (after printing why) when a value is unusable.
-bool ApplyEnvironment(openlake::Config* cfg) {
+bool ApplyEnvironment(openlake::tools::Config* cfg) {
   auto env = [](const char* name) -> const char* {
     const char* v = std::getenv(name);
     return v != nullptr && *v != '\0' ? v : nullptr;
@@ -86,11 +86,11 @@ bool ApplyEnvironment(openlake::Config* cfg) {
     return false;
   }
   if (ak != nullptr) {
-    cfg->credentials = {openlake::Credential{ak, sk}};
+    cfg->credentials = {openlake::s3::Credential{ak, sk}};
     applied.push_back("OPENLAKE_S3_ACCESS_KEY/OPENLAKE_S3_SECRET_KEY");
   }
   if (applied.empty()) return true;
-  if (absl::Status st = openlake::ValidateConfig(*cfg); !st.ok()) {
+  if (absl::Status st = openlake::tools::ValidateConfig(*cfg); !st.ok()) {
     std::fprintf(stderr, "openlaked: with %s: %s\n", absl::StrJoin(applied, ", ").c_str(),
                  std::string(st.message()).c_str());
     return false;
@@ -100,13 +100,13 @@ bool ApplyEnvironment(openlake::Config* cfg) {
 
 int Run(const std::string& config_path) {
   const absl::Time started = absl::Now();
-  absl::StatusOr<openlake::Config> cfg_or =
-      config_path.empty() ? openlake::DefaultConfig() : openlake::LoadConfigFile(config_path);
+  absl::StatusOr<openlake::tools::Config> cfg_or =
+      config_path.empty() ? openlake::tools::DefaultConfig() : openlake::tools::LoadConfigFile(config_path);
   if (!cfg_or.ok()) {
     std::fprintf(stderr, "openlaked: %s\n", std::string(cfg_or.status().message()).c_str());
     return 2;
   }
-  openlake::Config cfg = *std::move(cfg_or);
+  openlake::tools::Config cfg = *std::move(cfg_or);
   if (!ApplyEnvironment(&cfg)) return 2;
 
   const bool admin_explicit = !cfg.admin_addr.empty();
@@ -151,12 +151,7 @@ int Run(const std::string& config_path) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  openlake::io::RuntimeOptions ro;
-  ro.cpus = cfg.cores;
-  // KV requests that follow closely (an engine's steps) are picked up without a wake-up; a node
-  // without the KV pool does not spin (its S3 clients gain nothing from it on a small box).
-  if (cfg.kv_enabled) ro.poll_window = absl::Microseconds(50);
-  auto rt_or = openlake::io::Runtime::Create(ro);
+  auto rt_or = openlake::io::Runtime::Create(openlake::tools::RuntimeOptionsFor(cfg));
   if (!rt_or.ok()) {
     std::fprintf(stderr, "openlaked: %s\n", std::string(rt_or.status().message()).c_str());
     return 1;
@@ -170,7 +165,7 @@ int Run(const std::string& config_path) {
   for (unsigned i = 0; i < rt->size(); ++i) cpus.push_back(rt->reactor(i).cpu());
   std::printf("openlaked %s (%s, config %s): %u reactors pinned to CPUs %s, io_uring %s\n",
               std::string(openlake::Version()).c_str(),
-              std::string(openlake::ModeName(cfg.mode)).c_str(), cfg.source.c_str(), rt->size(),
+              std::string(openlake::tools::ModeName(cfg.mode)).c_str(), cfg.source.c_str(), rt->size(),
               absl::StrJoin(cpus, ",").c_str(),
               rt->reactor(0).deferred_taskrun() ? "SINGLE_ISSUER|DEFER_TASKRUN"
                                                 : "(plain flags: older kernel)");
@@ -181,19 +176,13 @@ int Run(const std::string& config_path) {
   openlake::node::StatusFn status_fn = [status] { return status->Status(); };
   std::unique_ptr<openlake::kv::KvService> kv;
   if (cfg.kv_enabled) {
-    auto slab = openlake::KvSlabBytes(cfg.kv_slab, openlake::MemTotalBytes());
+    auto slab = openlake::tools::KvSlabBytes(cfg.kv_slab, openlake::tools::MemTotalBytes());
     if (!slab.ok()) {
       std::fprintf(stderr, "openlaked: %s\n", std::string(slab.status().message()).c_str());
       return 2;
     }
-    openlake::kv::KvServiceOptions ko;
-    ko.tcp_address = cfg.rpc_addr;
-    ko.unix_socket = cfg.kv_socket.empty() ? DefaultSocketPath(rpc_addr->port()) : cfg.kv_socket;
-    ko.slab_bytes = *slab;
-    ko.segment_bytes = cfg.kv_slab.segment_bytes;
-    ko.lease = absl::Seconds(cfg.kv_slab.reserve_ttl_secs);
-    ko.secret = cfg.rpc_secret;
-    ko.reactor = 0;
+    openlake::kv::KvServiceOptions ko = openlake::tools::KvServiceOptionsFor(
+        cfg, *slab, cfg.kv_socket.empty() ? DefaultSocketPath(rpc_addr->port()) : cfg.kv_socket);
     ko.extend = [&status_fn](openlake::net::RpcServer& server) {
       openlake::node::ServeStatus(server, status_fn);
     };
@@ -213,7 +202,7 @@ int Run(const std::string& config_path) {
         rpc_addr->IsLoopback() ? "" : " (beyond loopback: clients must present rpc_secret)");
   }
   std::unique_ptr<ObjectStoreNode> objects;
-  if (cfg.mode == openlake::Mode::kStorage) {
+  if (cfg.mode == openlake::tools::Mode::kStorage) {
     auto node = ObjectStoreNode::Start(cfg, *rt);
     if (!node.ok()) {
       std::fprintf(stderr, "openlaked: object store: %s\n",

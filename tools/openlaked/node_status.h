@@ -12,12 +12,12 @@
 
 #include "object_store.h"
 
-#include "openlake/config.h"
+#include "daemon_config.h"
 #include "openlake/node/status.h"
 
 class NodeStatusSource {
  public:
-  NodeStatusSource(const openlake::Config& cfg, uint32_t reactors, absl::Time started)
+  NodeStatusSource(const openlake::tools::Config& cfg, uint32_t reactors, absl::Time started)
       : node_id_(cfg.self_id), reactors_(reactors), started_(started) {}
 
   void SetKv(uint64_t slab_bytes);

@@ -20,17 +20,6 @@
 #include "openlake/s3/server.h"
 #include "openlake/store/store.h"
 
-namespace {
-
-// The folder the data_dirs live in (where a generated S3 key pair is kept).
-std::string DataRoot(const openlake::Config& cfg) {
-  const std::filesystem::path first(cfg.data_dirs.front());
-  std::filesystem::path parent = first.parent_path();
-  return parent.empty() ? std::string(".") : parent.string();
-}
-
-}  // namespace
-
 struct ObjectStoreNode::Impl {
   openlake::io::Runtime* rt = nullptr;
   std::unique_ptr<openlake::store::Store> store;
@@ -99,7 +88,7 @@ struct ObjectStoreNode::Impl {
 };
 
 absl::StatusOr<std::unique_ptr<ObjectStoreNode>> ObjectStoreNode::Start(
-    const openlake::Config& cfg, openlake::io::Runtime& rt) {
+    const openlake::tools::Config& cfg, openlake::io::Runtime& rt) {
   if (cfg.data_dirs.empty()) {
     return absl::InvalidArgumentError("the object store needs data_dirs");
   }
@@ -121,27 +110,16 @@ absl::StatusOr<std::unique_ptr<ObjectStoreNode>> ObjectStoreNode::Start(
       chmod(d.c_str(), 0700);
     }
   }
-  openlake::store::StoreOptions so;
-  so.drives = cfg.data_dirs;
-  so.set_drive_count = cfg.data_dirs.size() < cfg.set_drive_count
-                           ? static_cast<int>(cfg.data_dirs.size())
-                           : static_cast<int>(cfg.set_drive_count);
-  so.parity = std::min<int>(static_cast<int>(cfg.default_parity_count), so.set_drive_count / 2);
   auto impl = std::make_unique<Impl>();
   impl->rt = &rt;
   impl->interval = std::chrono::seconds(cfg.heal_interval_secs);
   absl::StatusOr<std::unique_ptr<openlake::store::Store>> store =
-      openlake::store::Store::Open(std::move(so));
+      openlake::store::Store::Open(openlake::tools::StoreOptionsFor(cfg));
   if (!store.ok()) return store.status();
   impl->store = *std::move(store);
 
-  openlake::s3::S3ServerOptions o;
-  o.address = cfg.s3_addr;
-  o.region = cfg.region;
-  o.credentials = cfg.credentials;
-  o.data_dir = DataRoot(cfg);
-  absl::StatusOr<std::unique_ptr<openlake::s3::S3Server>> server =
-      openlake::s3::S3Server::Start(rt, *impl->store, std::move(o));
+  absl::StatusOr<std::unique_ptr<openlake::s3::S3Server>> server = openlake::s3::S3Server::Start(
+      rt, *impl->store, openlake::tools::S3ServerOptionsFor(cfg));
   if (!server.ok()) return server.status();
   impl->server = *std::move(server);
 
@@ -159,7 +137,7 @@ absl::StatusOr<std::unique_ptr<ObjectStoreNode>> ObjectStoreNode::Start(
               impl->server->address().c_str(), cfg.region.c_str(), cfg.data_dirs.size(), online,
               st.set_count(), st.data_shards(), st.parity_shards());
   if (impl->server->generated_credentials()) {
-    const openlake::Credential& k = impl->server->credentials().front();
+    const openlake::s3::Credential& k = impl->server->credentials().front();
     std::printf("S3 credentials (generated; kept in %s, owner-only):\n"
                 "  access key: %s\n  secret key: %s\n",
                 impl->server->credentials_file().c_str(), k.access_key.c_str(),

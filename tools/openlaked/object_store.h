@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "openlake/config.h"
+#include "daemon_config.h"
 #include "openlake/io/reactor.h"
 #include "openlake/node/status.h"
 #include "openlake/prometheus.h"
@@ -15,7 +15,7 @@ class ObjectStoreNode {
  public:
   // Opens (formatting on first use) the drives and starts serving S3 on cfg.s3_addr. Prints
   // what it serves, and the credentials when it generated them.
-  static absl::StatusOr<std::unique_ptr<ObjectStoreNode>> Start(const openlake::Config& cfg,
+  static absl::StatusOr<std::unique_ptr<ObjectStoreNode>> Start(const openlake::tools::Config& cfg,
                                                                 openlake::io::Runtime& rt);
   ~ObjectStoreNode();  // Stop()
   // Stops the server, then the healer; the engine closes with the object. Not from a reactor.

@@ -38,7 +38,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
-#include "openlake/config.h"
+#include "openlake/s3/credential.h"
 #include "openlake/export.h"
 
 namespace openlake::s3 {

@@ -5,7 +5,7 @@
 //
 //   s3::S3ServerOptions o;
 //   o.address = "127.0.0.1:9000";
-//   o.credentials = cfg.credentials;       // none: a pair is generated and kept in data_dir
+//   o.credentials = {{"AKIA...", "secret"}};  // none: a pair is generated and kept in data_dir
 //   o.data_dir = "./data";
 //   OL_ASSIGN_OR_RETURN(auto server, s3::S3Server::Start(runtime, store, o));
 //   ...
@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "openlake/config.h"
+#include "openlake/s3/credential.h"
 #include "openlake/export.h"
 #include "openlake/io/reactor.h"
 #include "openlake/prometheus.h"

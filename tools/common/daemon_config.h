@@ -1,10 +1,12 @@
-// File: openlake/config.h
+// The daemon's configuration file (docs/configuration.md): the TOML keys of upstream OpenLake
+// (so its example configs run unchanged) plus a few of our own. This is the tools' code, not
+// the library's: openlaked, the openlake CLI and the tests read it, and map it onto the option
+// structs libopenlake takes (RuntimeOptions, KvServiceOptions, StoreOptions, S3ServerOptions),
+// so an embedder links libopenlake without toml++ or this schema.
 //
-// The daemon's configuration: the TOML keys of upstream OpenLake (so its example configs run
-// unchanged) plus a few of our own, each documented in docs/configuration.md.
-//
-//   OL_ASSIGN_OR_RETURN(openlake::Config cfg, openlake::LoadConfigFile("kv_local.toml"));
-//   uint64_t slab = openlake::KvSlabBytes(cfg.kv_slab, openlake::MemTotalBytes());
+//   OL_ASSIGN_OR_RETURN(tools::Config cfg, tools::LoadConfigFile("kv_local.toml"));
+//   OL_ASSIGN_OR_RETURN(uint64_t slab, tools::KvSlabBytes(cfg.kv_slab, tools::MemTotalBytes()));
+//   auto rt = io::Runtime::Create(tools::RuntimeOptionsFor(cfg));
 //
 // Parsing never throws. A syntax error, a wrong type or an invalid value comes back as
 // InvalidArgument naming the file, the line and the key at fault. Unknown keys are logged as
@@ -19,17 +21,16 @@
 
 #include "absl/status/statusor.h"
 
-#include "openlake/export.h"
+#include "openlake/io/reactor.h"
+#include "openlake/kv/service.h"
+#include "openlake/s3/credential.h"
+#include "openlake/s3/server.h"
+#include "openlake/store/store.h"
 
-namespace openlake {
+namespace openlake::tools {
 
 enum class Mode { kStorage, kKv };
 enum class Transport { kH2, kRdma };
-
-struct Credential {
-  std::string access_key;
-  std::string secret_key;
-};
 
 struct NodeConfig {
   uint32_t id = 0;
@@ -78,7 +79,7 @@ struct Config {
   std::vector<std::string> data_dirs;
   uint32_t set_drive_count = 4;
   uint32_t default_parity_count = 2;
-  std::vector<Credential> credentials;
+  std::vector<s3::Credential> credentials;
   std::vector<NodeConfig> nodes;
   KvSlabConfig kv_slab;
   // True when the node runs the KV pool: mode = "kv", or a [kv_slab] table is present (the
@@ -108,26 +109,42 @@ struct Config {
 
 // The embedded default `openlaked` runs with no arguments: KV pool on 127.0.0.1:9400, slab of
 // half the RAM (lazily committed), object store over ./data.
-OL_EXPORT Config DefaultConfig();
+Config DefaultConfig();
 
 // Parses TOML text. `source_name` is used in error messages.
-OL_EXPORT absl::StatusOr<Config> ParseConfig(std::string_view toml, std::string_view source_name);
+absl::StatusOr<Config> ParseConfig(std::string_view toml, std::string_view source_name);
 
 // Checks the cross-key rules (self_id among [[nodes]], parity at most half the set, ...);
 // ParseConfig runs it, and a daemon that changes a parsed config (say, from the environment)
 // runs it again.
-OL_EXPORT absl::Status ValidateConfig(const Config& cfg);
+absl::Status ValidateConfig(const Config& cfg);
 
 // Reads and parses a TOML file. NotFound when it does not exist.
-OL_EXPORT absl::StatusOr<Config> LoadConfigFile(const std::string& path);
+absl::StatusOr<Config> LoadConfigFile(const std::string& path);
 
 // Total RAM from /proc/meminfo (MemTotal), in bytes; 0 if unreadable.
-OL_EXPORT uint64_t MemTotalBytes();
+uint64_t MemTotalBytes();
 
 // Slab size for `cfg`: cpu_ram_frac × mem_total when set, else capacity_gb GiB, else half of
 // mem_total. InvalidArgument when the result is under 16 MiB or beyond mem_total.
-OL_EXPORT absl::StatusOr<uint64_t> KvSlabBytes(const KvSlabConfig& cfg, uint64_t mem_total);
+absl::StatusOr<uint64_t> KvSlabBytes(const KvSlabConfig& cfg, uint64_t mem_total);
 
-OL_EXPORT std::string_view ModeName(Mode mode);
+std::string_view ModeName(Mode mode);
 
-}  // namespace openlake
+// ---- The config mapped onto the library's options.
+
+// The reactors: one per CPU of `cores` (all allowed CPUs when empty), pinned; a node with the KV
+// pool polls for 50 µs after work so an engine's next request needs no wake-up.
+io::RuntimeOptions RuntimeOptionsFor(const Config& cfg);
+// The KV pool on rpc_addr and `unix_socket`, with a slab of `slab_bytes` (KvSlabBytes), the
+// [kv_slab] segments and lease, and rpc_secret. The service's reactor is 0.
+kv::KvServiceOptions KvServiceOptionsFor(const Config& cfg, uint64_t slab_bytes,
+                                         std::string unix_socket);
+// The object store over data_dirs: sets of set_drive_count drives (fewer when fewer are listed),
+// default_parity_count parity (at most half a set).
+store::StoreOptions StoreOptionsFor(const Config& cfg);
+// The S3 server on s3_addr in `region`, with [[credentials]]; a generated pair is kept in the
+// folder the data_dirs are in.
+s3::S3ServerOptions S3ServerOptionsFor(const Config& cfg);
+
+}  // namespace openlake::tools

@@ -1,19 +1,19 @@
-#include "openlake/config.h"
+#include "daemon_config.h"
 
 #include <fstream>
 #include <sstream>
 
 #include <catch2/catch.hpp>
 
-using openlake::Config;
-using openlake::ParseConfig;
+using openlake::tools::Config;
+using openlake::tools::ParseConfig;
 
 namespace {
 std::string Msg(const absl::Status& s) { return std::string(s.message()); }
 }  // namespace
 
 TEST_CASE("embedded default serves the KV pool on loopback", "[config]") {
-  Config c = openlake::DefaultConfig();
+  Config c = openlake::tools::DefaultConfig();
   CHECK(c.kv_enabled);
   CHECK(c.rpc_addr == "127.0.0.1:9400");
   CHECK(c.s3_addr == "127.0.0.1:9000");
@@ -23,9 +23,9 @@ TEST_CASE("embedded default serves the KV pool on loopback", "[config]") {
 }
 
 TEST_CASE("upstream kv_local.toml parses as is", "[config]") {
-  auto c = openlake::LoadConfigFile(OL_SOURCE_ROOT "/examples/configs/kv_local.toml");
+  auto c = openlake::tools::LoadConfigFile(OL_SOURCE_ROOT "/examples/configs/kv_local.toml");
   REQUIRE(c.ok());
-  CHECK(c->mode == openlake::Mode::kKv);
+  CHECK(c->mode == openlake::tools::Mode::kKv);
   CHECK(c->kv_enabled);
   CHECK(c->rpc_addr == "127.0.0.1:9400");
   CHECK(c->kv_slab.cpu_ram_frac.value() == 0.5);
@@ -79,7 +79,7 @@ sl = 0
   auto c = ParseConfig(text, "t.toml");
   REQUIRE(c.ok());
   CHECK(c->self_id == 1);
-  CHECK(c->transport == openlake::Transport::kRdma);
+  CHECK(c->transport == openlake::tools::Transport::kRdma);
   CHECK(c->data_dirs == std::vector<std::string>{"/d1", "/d2"});
   CHECK(c->set_drive_count == 4);
   CHECK(c->nodes.size() == 2);
@@ -147,22 +147,62 @@ TEST_CASE("unknown keys are ignored", "[config]") {
 }
 
 TEST_CASE("missing config file is NotFound", "[config]") {
-  auto c = openlake::LoadConfigFile("/nonexistent/openlake.toml");
+  auto c = openlake::tools::LoadConfigFile("/nonexistent/openlake.toml");
   REQUIRE(!c.ok());
   CHECK(c.status().code() == absl::StatusCode::kNotFound);
 }
 
 TEST_CASE("slab size from cpu_ram_frac or capacity_gb", "[config]") {
-  openlake::KvSlabConfig k;
+  openlake::tools::KvSlabConfig k;
   const uint64_t gib = 1ull << 30;
   k.cpu_ram_frac = 0.5;
-  CHECK(openlake::KvSlabBytes(k, 24 * gib).value() == 12 * gib);
+  CHECK(openlake::tools::KvSlabBytes(k, 24 * gib).value() == 12 * gib);
   k.cpu_ram_frac.reset();
   k.capacity_gb = 0.25;
-  CHECK(openlake::KvSlabBytes(k, 24 * gib).value() == gib / 4);
+  CHECK(openlake::tools::KvSlabBytes(k, 24 * gib).value() == gib / 4);
   k.capacity_gb = 100;
-  CHECK(!openlake::KvSlabBytes(k, 24 * gib).ok());  // beyond RAM
+  CHECK(!openlake::tools::KvSlabBytes(k, 24 * gib).ok());  // beyond RAM
   k.capacity_gb = 0.001;
-  CHECK(!openlake::KvSlabBytes(k, 24 * gib).ok());  // below 16 MiB
-  CHECK(openlake::MemTotalBytes() > 0);
+  CHECK(!openlake::tools::KvSlabBytes(k, 24 * gib).ok());  // below 16 MiB
+  CHECK(openlake::tools::MemTotalBytes() > 0);
+}
+
+TEST_CASE("the config maps onto the library's options", "[config]") {
+  namespace t = openlake::tools;
+  auto c = t::LoadConfigFile(OL_SOURCE_ROOT "/examples/configs/storage-tcp-local.toml");
+  REQUIRE(c.ok());
+  const openlake::store::StoreOptions so = t::StoreOptionsFor(*c);
+  CHECK(so.drives == c->data_dirs);
+  CHECK(so.set_drive_count == 4);
+  CHECK(so.parity == 1);
+  const openlake::s3::S3ServerOptions s3 = t::S3ServerOptionsFor(*c);
+  CHECK(s3.address == "127.0.0.1:9000");
+  CHECK(s3.region == "us-east-1");
+  REQUIRE(s3.credentials.size() == 1);
+  CHECK(s3.credentials[0].access_key == "openlakeadmin");
+  CHECK(s3.data_dir == "./data");  // where a generated pair would be kept
+  CHECK(t::RuntimeOptionsFor(*c).poll_window == absl::ZeroDuration());  // no KV pool: no spin
+
+  // Fewer folders than a set: one set of them all; parity at most half of it.
+  t::Config small = *c;
+  small.data_dirs = {"/a/d0", "/a/d1"};
+  small.default_parity_count = 2;
+  CHECK(t::StoreOptionsFor(small).set_drive_count == 2);
+  CHECK(t::StoreOptionsFor(small).parity == 1);
+  CHECK(t::S3ServerOptionsFor(small).data_dir == "/a");
+
+  t::Config kv = t::DefaultConfig();
+  kv.cores = {1};
+  kv.rpc_secret = "s3cr3t";
+  kv.kv_slab.reserve_ttl_secs = 7;
+  const openlake::io::RuntimeOptions ro = t::RuntimeOptionsFor(kv);
+  CHECK(ro.cpus == std::vector<int>{1});
+  CHECK(ro.poll_window == absl::Microseconds(50));
+  const openlake::kv::KvServiceOptions ko = t::KvServiceOptionsFor(kv, 1ull << 30, "/run/x.sock");
+  CHECK(ko.tcp_address == "127.0.0.1:9400");
+  CHECK(ko.unix_socket == "/run/x.sock");
+  CHECK(ko.slab_bytes == 1ull << 30);
+  CHECK(ko.segment_bytes == kv.kv_slab.segment_bytes);
+  CHECK(ko.lease == absl::Seconds(7));
+  CHECK(ko.secret == "s3cr3t");
 }

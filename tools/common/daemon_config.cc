@@ -1,5 +1,7 @@
-#include "openlake/config.h"
+// The daemon's configuration file (see daemon_config.h).
+#include "daemon_config.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -7,16 +9,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-#include "common/strings.h"
-
 #include "openlake/log.h"
 #include "openlake/status.h"
+#include "openlake/strings.h"
 
 // toml++ reports syntax errors by throwing toml::parse_error; the one call that parses is
 // wrapped below, so no exception leaves this file.
 #include <toml++/toml.h>
 
-namespace openlake {
+namespace openlake::tools {
 namespace {
 
 // Reads typed values out of one TOML table, turning every problem into an InvalidArgument that
@@ -255,7 +256,7 @@ absl::Status ParseTop(const toml::table& root, std::string_view source, Config* 
     cfg->credentials.clear();
     for (const toml::node& n : *creds) {
       TableReader c(*n.as_table(), source, "credentials.");
-      Credential cred;
+      s3::Credential cred;
       OL_RETURN_IF_ERROR(c.String("access_key", &cred.access_key, true));
       OL_RETURN_IF_ERROR(c.String("secret_key", &cred.secret_key, true));
       if (cred.access_key.empty() || cred.secret_key.empty()) {
@@ -433,4 +434,49 @@ absl::StatusOr<uint64_t> KvSlabBytes(const KvSlabConfig& cfg, uint64_t mem_total
   return bytes;
 }
 
-}  // namespace openlake
+io::RuntimeOptions RuntimeOptionsFor(const Config& cfg) {
+  io::RuntimeOptions ro;
+  ro.cpus = cfg.cores;
+  // KV requests that follow closely (an engine's steps) are picked up without a wake-up; a node
+  // without the KV pool does not spin (its S3 clients gain nothing from it on a small box).
+  if (cfg.kv_enabled) ro.poll_window = absl::Microseconds(50);
+  return ro;
+}
+
+kv::KvServiceOptions KvServiceOptionsFor(const Config& cfg, uint64_t slab_bytes,
+                                         std::string unix_socket) {
+  kv::KvServiceOptions ko;
+  ko.tcp_address = cfg.rpc_addr;
+  ko.unix_socket = std::move(unix_socket);
+  ko.slab_bytes = slab_bytes;
+  ko.segment_bytes = cfg.kv_slab.segment_bytes;
+  ko.lease = absl::Seconds(cfg.kv_slab.reserve_ttl_secs);
+  ko.secret = cfg.rpc_secret;
+  ko.reactor = 0;
+  return ko;
+}
+
+store::StoreOptions StoreOptionsFor(const Config& cfg) {
+  store::StoreOptions so;
+  so.drives = cfg.data_dirs;
+  so.set_drive_count = cfg.data_dirs.size() < cfg.set_drive_count
+                           ? static_cast<int>(cfg.data_dirs.size())
+                           : static_cast<int>(cfg.set_drive_count);
+  so.parity = std::min<int>(static_cast<int>(cfg.default_parity_count), so.set_drive_count / 2);
+  return so;
+}
+
+s3::S3ServerOptions S3ServerOptionsFor(const Config& cfg) {
+  s3::S3ServerOptions o;
+  o.address = cfg.s3_addr;
+  o.region = cfg.region;
+  o.credentials = cfg.credentials;
+  // The folder the data_dirs live in keeps a generated key pair.
+  if (!cfg.data_dirs.empty()) {
+    const std::filesystem::path parent = std::filesystem::path(cfg.data_dirs.front()).parent_path();
+    o.data_dir = parent.empty() ? std::string(".") : parent.string();
+  }
+  return o;
+}
+
+}  // namespace openlake::tools

@@ -1,7 +1,14 @@
-// String helpers. Debian 12's Abseil is built with its own absl::string_view (not an alias of
-// std::string_view), so absl::StrCat does not take std::string_view. openlake::StrCat converts
-// such arguments and forwards everything else to absl::StrCat unchanged. Hex writes bytes as
-// lower-case hexadecimal.
+// File: openlake/strings.h
+//
+// String helpers for code built on Debian 12's Abseil, whose absl::string_view is its own class
+// (not an alias of std::string_view): absl::StrCat does not take a std::string_view there.
+// openlake::StrCat converts such arguments and forwards everything else to absl::StrCat
+// unchanged; SV() and AV() convert between the two views; Hex writes bytes as lower-case
+// hexadecimal. Header-only, so it adds nothing to the library's ABI.
+//
+//   std::string_view name = ...;
+//   std::string msg = openlake::StrCat("bucket ", name, " has ", n, " objects");
+//   std::string_view why = openlake::SV(status.message());
 #pragma once
 
 #include <string>
