@@ -5,8 +5,8 @@
 
 #include "openlake/io/reactor.h"
 #include "openlake/io/socket.h"
-#include "s3/http_server.h"
-#include "s3/route.h"
+#include "http/server.h"
+#include "http/framing.h"
 
 namespace openlake {
 
@@ -14,19 +14,19 @@ struct AdminServer::Impl {
   AdminOptions options;
   AdminSources sources;
   std::unique_ptr<io::Runtime> rt;
-  std::unique_ptr<s3::HttpServer> http;
+  std::unique_ptr<http::Server> http;
 
-  bool Authorized(const s3::Request& req) const {
+  bool Authorized(const http::Request& req) const {
     if (options.token.empty()) return true;
     const std::string want = "Bearer " + options.token;
     const std::string_view got = req.Value("authorization");
     return got.size() == want.size() && CRYPTO_memcmp(got.data(), want.data(), got.size()) == 0;
   }
 
-  io::Task<void> Handle(s3::HttpExchange& ex) {
-    const s3::Request& req = ex.request();
+  io::Task<void> Handle(http::Exchange& ex) {
+    const http::Request& req = ex.request();
     std::string_view path, query;
-    s3::SplitTarget(req.target, &path, &query);
+    http::SplitTarget(req.target, &path, &query);
     ex.AddHeader("Content-Type", "text/plain; charset=utf-8");
     if (!Authorized(req)) {
       ex.SetStatus(401);
@@ -79,13 +79,13 @@ absl::StatusOr<std::unique_ptr<AdminServer>> AdminServer::Start(AdminOptions opt
   if (!rt.ok()) return rt.status();
   impl->rt = *std::move(rt);
   if (absl::Status st = impl->rt->Start(); !st.ok()) return st;
-  s3::HttpServerOptions ho;
+  http::ServerOptions ho;
   ho.max_connections = 64;
   ho.read_size = 16 << 10;
   ho.idle_timeout = absl::Seconds(30);
   Impl* raw = impl.get();
-  absl::StatusOr<std::unique_ptr<s3::HttpServer>> http = s3::HttpServer::Start(
-      *impl->rt, *addr, std::move(ho), [raw](s3::HttpExchange& ex) { return raw->Handle(ex); });
+  absl::StatusOr<std::unique_ptr<http::Server>> http = http::Server::Start(
+      *impl->rt, *addr, std::move(ho), [raw](http::Exchange& ex) { return raw->Handle(ex); });
   if (!http.ok()) {
     impl->rt->Stop();
     return http.status();

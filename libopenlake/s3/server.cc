@@ -2,9 +2,9 @@
 // openlake/s3/server.h).
 #include "openlake/s3/server.h"
 
-#include "s3/credentials.h"
-#include "s3/http_server.h"
-#include "s3/service.h"
+#include "s3/auth/credentials.h"
+#include "http/server.h"
+#include "s3/api/service.h"
 
 #include "openlake/io/socket.h"
 
@@ -12,7 +12,7 @@ namespace openlake::s3 {
 
 struct S3Server::Impl {
   std::unique_ptr<S3Service> service;
-  std::unique_ptr<HttpServer> http;
+  std::unique_ptr<http::Server> http;
 };
 
 absl::StatusOr<std::unique_ptr<S3Server>> S3Server::Start(io::Runtime& rt, store::Store& store,
@@ -29,15 +29,15 @@ absl::StatusOr<std::unique_ptr<S3Server>> S3Server::Start(io::Runtime& rt, store
   so.reactors = rt.size();
   auto impl = std::make_unique<Impl>();
   impl->service = std::make_unique<S3Service>(store, std::move(so));
-  HttpServerOptions ho;
+  http::ServerOptions ho;
   ho.idle_timeout = options.idle_timeout;
   ho.max_connections = options.max_connections;
   S3Service* svc = impl->service.get();
   ho.error_body = [svc](int status, std::string_view why, std::string* type, std::string* headers) {
     return svc->ErrorBody(status, why, type, headers);
   };
-  absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(
-      rt, *addr, std::move(ho), [svc](HttpExchange& ex) { return svc->Handle(ex); });
+  absl::StatusOr<std::unique_ptr<http::Server>> http = http::Server::Start(
+      rt, *addr, std::move(ho), [svc](http::Exchange& ex) { return svc->Handle(ex); });
   if (!http.ok()) return http.status();
   impl->http = *std::move(http);
   return std::unique_ptr<S3Server>(new S3Server(std::move(impl)));

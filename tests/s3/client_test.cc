@@ -11,7 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "integration/integration_util.h"
-#include "s3/sigv4.h"
+#include "s3/auth/sigv4.h"
 #include "store/store_test_util.h"
 
 #include "openlake/s3/server.h"
@@ -162,8 +162,8 @@ TEST_CASE("s3 client: SignV4Headers signs what the server verifies", "[s3][clien
   const Credential cred{kAccess, kSecret};
   const std::vector<HttpHeader> signed_headers = SignV4Headers(r, cred, "eu-west-1", now);
   REQUIRE(signed_headers.size() == 3);
-  std::vector<Header> headers = {{"host", r.host}};
-  for (const HttpHeader& h : signed_headers) headers.push_back({AsciiLower(h.name), h.value});
+  std::vector<http::Header> headers = {{"host", r.host}};
+  for (const HttpHeader& h : signed_headers) headers.push_back({http::AsciiLower(h.name), h.value});
   auto lookup = [](std::string_view key) -> std::optional<std::string> {
     if (key == kAccess) return std::string(kSecret);
     return std::nullopt;

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "io/test_util.h"
-#include "s3/credentials.h"
+#include "s3/auth/credentials.h"
 
 namespace openlake::s3 {
 namespace {

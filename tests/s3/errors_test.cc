@@ -4,7 +4,7 @@
 #include <set>
 #include <string>
 
-#include "s3/errors.h"
+#include "s3/api/errors.h"
 #include "store/errors.h"
 
 namespace openlake::s3 {

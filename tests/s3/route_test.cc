@@ -4,14 +4,14 @@
 
 #include <string>
 
-#include "s3/route.h"
+#include "s3/api/route.h"
 
 namespace openlake::s3 {
 namespace {
 
-Route R(const std::string& method, const std::string& target, std::vector<Header> extra = {},
+Route R(const std::string& method, const std::string& target, std::vector<http::Header> extra = {},
         const std::string& host = "127.0.0.1:9000") {
-  Request req;
+  http::Request req;
   req.method = method;
   req.target = target;
   req.headers.push_back({"host", host});
@@ -22,10 +22,10 @@ Route R(const std::string& method, const std::string& target, std::vector<Header
 }
 
 TEST_CASE("routing: each operation from method, parameters and headers", "[s3][route]") {
-  const std::vector<Header> copy = {{"x-amz-copy-source", "/src/key"}};
+  const std::vector<http::Header> copy = {{"x-amz-copy-source", "/src/key"}};
   struct Case {
     std::string method, target;
-    std::vector<Header> headers;
+    std::vector<http::Header> headers;
     Op op;
   };
   const std::vector<Case> cases = {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "openlake/strings.h"
-#include "s3/sigv2.h"
+#include "s3/auth/sigv2.h"
 
 namespace openlake::s3 {
 namespace {
@@ -22,7 +22,7 @@ SecretLookup Secrets() {
 }
 
 // PUT /bucket/dir/a%20b.txt?uploadId=xyz&partNumber=2 with Content-Type and a metadata header.
-std::vector<Header> PutHeaders(std::string signature) {
+std::vector<http::Header> PutHeaders(std::string signature) {
   return {{"host", "127.0.0.1:9000"},
           {"date", "Tue, 01 Dec 2026 00:19:17 GMT"},
           {"content-type", "text/plain"},
@@ -30,14 +30,14 @@ std::vector<Header> PutHeaders(std::string signature) {
           {"authorization", std::string("AWS ") + kKey + ":" + signature}};
 }
 
-SigV4Result VerifyPut(const std::vector<Header>& h, int64_t now, std::string_view method = "PUT") {
+SigV4Result VerifyPut(const std::vector<http::Header>& h, int64_t now, std::string_view method = "PUT") {
   const SigV4Request r{method, "/bucket/dir/a%20b.txt", "uploadId=xyz&partNumber=2", &h};
   REQUIRE(IsSigV2(r));
   return VerifySigV2(r, "", Secrets(), now, "us-east-1");
 }
 
 TEST_CASE("sigv2: a header-signed request verifies; any change refuses it", "[s3]") {
-  const std::vector<Header> good = PutHeaders("sOeqXuIId0AdQPXHoV5odo+jMVY=");
+  const std::vector<http::Header> good = PutHeaders("sOeqXuIId0AdQPXHoV5odo+jMVY=");
   SigV4Result r = VerifyPut(good, kSigned + 60);
   REQUIRE(r.ok());
   CHECK(r.access_key == kKey);
@@ -46,7 +46,7 @@ TEST_CASE("sigv2: a header-signed request verifies; any change refuses it", "[s3
   CHECK_FALSE(r.presigned);
 
   CHECK(VerifyPut(good, kSigned, "POST").code == "SignatureDoesNotMatch");
-  std::vector<Header> h = good;
+  std::vector<http::Header> h = good;
   h[3].value = "red";  // a signed x-amz-* header changed
   CHECK(VerifyPut(h, kSigned).code == "SignatureDoesNotMatch");
   h = good;
@@ -67,7 +67,7 @@ TEST_CASE("sigv2: a header-signed request verifies; any change refuses it", "[s3
 }
 
 TEST_CASE("sigv2: presigned URLs verify until they expire", "[s3]") {
-  const std::vector<Header> h = {{"host", "127.0.0.1:9000"}};
+  const std::vector<http::Header> h = {{"host", "127.0.0.1:9000"}};
   const std::string q =
       "AWSAccessKeyId=OLTESTKEY0000000001&Signature=jVSNQoIRqjRj6YPmrleM%2F%2FfziXY%3D"
       "&Expires=1796083200";
@@ -90,7 +90,7 @@ TEST_CASE("sigv2: a path-style bucket request verifies with the resource /bucket
   // botocore signs "PUT /bucket" (CreateBucket, path style) over "/bucket/"; minio-go signs
   // the path it sends. (Vectors: HMAC-SHA1 of "PUT\n\n\n<date>\n" + each resource.)
   auto verify = [](std::string_view path, std::string_view sig) {
-    const std::vector<Header> h = {{"host", "127.0.0.1:9000"},
+    const std::vector<http::Header> h = {{"host", "127.0.0.1:9000"},
                                    {"date", "Tue, 01 Dec 2026 00:19:17 GMT"},
                                    {"authorization", StrCat("AWS ", kKey, ":", sig)}};
     const SigV4Request r{"PUT", path, "", &h};
@@ -104,10 +104,10 @@ TEST_CASE("sigv2: a path-style bucket request verifies with the resource /bucket
 }
 
 TEST_CASE("sigv2: SigV4 requests are not taken for SigV2", "[s3]") {
-  const std::vector<Header> h = {{"authorization", "AWS4-HMAC-SHA256 Credential=x"}};
+  const std::vector<http::Header> h = {{"authorization", "AWS4-HMAC-SHA256 Credential=x"}};
   const SigV4Request r{"GET", "/", "", &h};
   CHECK_FALSE(IsSigV2(r));
-  const std::vector<Header> none;
+  const std::vector<http::Header> none;
   const SigV4Request q{"GET", "/", "X-Amz-Algorithm=AWS4-HMAC-SHA256", &none};
   CHECK_FALSE(IsSigV2(q));
 }

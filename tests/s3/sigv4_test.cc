@@ -6,14 +6,14 @@
 #include <string>
 #include <vector>
 
-#include "s3/sigv4.h"
+#include "s3/auth/sigv4.h"
 
 namespace openlake::s3 {
 namespace {
 
 struct Signed {
   std::string method, path, query;
-  std::vector<Header> headers;
+  std::vector<http::Header> headers;
 };
 
 constexpr int64_t kNow2026 = 1796040000;  // 2026-11-30T12:00:00Z
@@ -53,7 +53,7 @@ const std::vector<Signed>& BotocoreVectors() {
 // clang-format on
 
 Signed* With(Signed* s, const std::string& name, const std::string& value) {
-  for (Header& h : s->headers) {
+  for (http::Header& h : s->headers) {
     if (h.name == name) h.value = value;
   }
   return s;
@@ -219,10 +219,10 @@ TEST_CASE("sigv4: helpers", "[s3][sigv4]") {
   CHECK(UriEncode("a/b", false) == "a%2Fb");
   CHECK(UriEncode("\xc3\xa9", false) == "%C3%A9");
   std::string out;
-  CHECK(PercentDecode("a%20b%2fc+", &out));
+  CHECK(http::PercentDecode("a%20b%2fc+", &out));
   CHECK(out == "a b/c+");
-  CHECK(!PercentDecode("%4", &out));
-  CHECK(!PercentDecode("%zz", &out));
+  CHECK(!http::PercentDecode("%4", &out));
+  CHECK(!http::PercentDecode("%zz", &out));
   CHECK(ParseAmzDate("20130524T000000Z") == kNow2013);
   CHECK(!ParseAmzDate("20130524T000000"));
   CHECK(!ParseAmzDate("20131324T000000Z"));

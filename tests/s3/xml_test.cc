@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "s3/xml.h"
+#include "s3/api/xml.h"
 
 namespace openlake::s3 {
 namespace {

@@ -1,0 +1,513 @@
+// The HTTP/1.1 server (see http_server.h).
+#include "http/server.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include "openlake/strings.h"
+#include "openlake/log.h"
+#include "openlake/status.h"
+#include "http/date.h"
+
+namespace openlake::http {
+namespace {
+
+std::string_view Reason(int status) {
+  switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 206: return "Partial Content";
+    case 304: return "Not Modified";
+    case 400: return "Bad Request";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 411: return "Length Required";
+    case 412: return "Precondition Failed";
+    case 413: return "Payload Too Large";
+    case 414: return "URI Too Long";
+    case 416: return "Range Not Satisfiable";
+    case 417: return "Expectation Failed";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return status < 400 ? "OK" : "Error";
+  }
+}
+
+// Formatted once per second per reactor thread.
+std::string HttpDate() {
+  thread_local time_t last = 0;
+  thread_local std::string text;
+  const time_t now = time(nullptr);
+  if (now != last) {
+    text = FormatHttpDate(absl::FromTimeT(now));
+    last = now;
+  }
+  return text;
+}
+
+// One reactor operation with a deadline: past it the operation is cancelled and the result is
+// -ETIMEDOUT.
+template <typename Submit>
+class TimedOp final : public io::Completion {
+ public:
+  TimedOp(io::Reactor& r, absl::Duration timeout, Submit submit)
+      : r_(r), timeout_(timeout), submit_(std::move(submit)) {}
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) {
+    h_ = h;
+    submit_(static_cast<io::Completion*>(this));
+    timer_ = r_.After(timeout_, [this] {
+      timed_out_ = true;
+      r_.Cancel(this, nullptr);
+    });
+  }
+  int32_t await_resume() const noexcept { return timed_out_ && res_ < 0 ? -ETIMEDOUT : res_; }
+  void Complete(int32_t res, uint32_t) noexcept override {
+    res_ = res;
+    if (!timed_out_) r_.CancelTimer(timer_);
+    h_.resume();  // may destroy *this
+  }
+
+ private:
+  io::Reactor& r_;
+  absl::Duration timeout_;
+  Submit submit_;
+  std::coroutine_handle<> h_;
+  io::TimerId timer_;
+  bool timed_out_ = false;
+  int32_t res_ = 0;
+};
+template <typename Submit>
+TimedOp(io::Reactor&, absl::Duration, Submit) -> TimedOp<Submit>;
+
+}  // namespace
+
+// ---- Connections
+
+// Received bytes. Grows without zero-filling: resizing a std::string would write every byte of
+// each 256 KiB read before the kernel does (a memset per request, the top of a GET's profile).
+class RecvBuffer {
+ public:
+  std::string_view view() const { return std::string_view(data_.get(), len_); }
+  size_t size() const { return len_; }
+  void EraseFront(size_t n) {
+    if (n < len_) std::memmove(data_.get(), data_.get() + n, len_ - n);
+    len_ -= n;
+  }
+  // Room for `n` more bytes at the end.
+  char* Reserve(size_t n) {
+    if (cap_ - len_ < n) {
+      const size_t cap = std::max(len_ + n, 2 * cap_);
+      std::unique_ptr<char[]> bigger(new char[cap]);  // default-initialised: not zeroed
+      if (len_ > 0) std::memcpy(bigger.get(), data_.get(), len_);
+      data_ = std::move(bigger);
+      cap_ = cap;
+    }
+    return data_.get() + len_;
+  }
+  void Commit(size_t n) { len_ += n; }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  size_t len_ = 0;
+  size_t cap_ = 0;
+};
+
+struct Exchange::Conn {
+  Server* server = nullptr;
+  const ServerOptions* opts = nullptr;
+  io::Reactor* r = nullptr;
+  int fd = -1;
+  RecvBuffer buf;  // received, not yet consumed from `pos` on
+  size_t pos = 0;
+
+  std::string_view Avail() const { return buf.view().substr(pos); }
+
+  // Reads more into buf: bytes read, 0 at the peer's end, -errno (-ETIMEDOUT when idle).
+  io::Task<int32_t> RecvSome() {
+    if (pos > 0 && (pos == buf.size() || pos > buf.size() / 2)) {
+      buf.EraseFront(pos);
+      pos = 0;
+    }
+    const size_t len = opts->read_size;
+    char* dst = buf.Reserve(len);
+    io::Reactor& rr = *r;
+    const int fdv = fd;
+    auto recv = [&rr, fdv, dst, len](io::Completion* c) { rr.Recv(fdv, dst, len, 0, c); };
+    const int32_t n = co_await TimedOp(rr, opts->idle_timeout, recv);
+    if (n > 0) buf.Commit(static_cast<size_t>(n));
+    co_return n;
+  }
+
+  io::Task<absl::Status> SendAll(std::string_view data) {
+    io::Reactor& rr = *r;
+    const int fdv = fd;
+    while (!data.empty()) {
+      const char* p = data.data();
+      const size_t len = data.size();
+      auto send = [&rr, fdv, p, len](io::Completion* c) { rr.Send(fdv, p, len, MSG_NOSIGNAL, c); };
+      const int32_t n = co_await TimedOp(rr, opts->send_timeout, send);
+      if (n <= 0) co_return ErrnoStatus(n == 0 ? EPIPE : -n, "send");
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+    co_return absl::OkStatus();
+  }
+};
+
+Exchange::Exchange(Conn* c, Request req) : c_(c), req_(std::move(req)) {
+  switch (req_.framing) {
+    case BodyFraming::kNone:
+      body_done_ = true;
+      break;
+    case BodyFraming::kLength:
+      body_left_ = req_.content_length;
+      body_done_ = body_left_ == 0;
+      break;
+    case BodyFraming::kChunked:
+      chunked_ = std::make_unique<ChunkedDecoder>(c->opts->limits);
+      break;
+  }
+}
+
+const std::vector<Header>& Exchange::trailers() const {
+  static const std::vector<Header> kNone;
+  return chunked_ ? chunked_->trailers() : kNone;
+}
+
+io::Task<absl::StatusOr<std::string_view>> Exchange::ReadBody() {
+  if (body_done_) co_return std::string_view();
+  if (req_.expect_continue && !continue_sent_ && !head_sent_) {
+    continue_sent_ = true;
+    OL_CO_RETURN_IF_ERROR(co_await c_->SendAll("HTTP/1.1 100 Continue\r\n\r\n"));
+  }
+  while (true) {
+    std::string_view avail = c_->Avail();
+    if (!chunked_) {
+      if (!avail.empty()) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(avail.size(), body_left_));
+        c_->pos += n;
+        body_left_ -= n;
+        body_done_ = body_left_ == 0;
+        bytes_in_ += n;
+        co_return avail.substr(0, n);
+      }
+    } else {
+      while (!avail.empty()) {
+        ChunkedDecoder::Event ev;
+        const size_t used = chunked_->Next(avail, &ev);
+        c_->pos += used;
+        avail.remove_prefix(used);
+        switch (ev.kind) {
+          case ChunkedDecoder::Event::kData:
+            bytes_in_ += ev.data.size();
+            co_return ev.data;  // a view into c_->buf, before pos
+          case ChunkedDecoder::Event::kChunk:
+            chunk_ext_ = std::string(ev.extensions);
+            break;
+          case ChunkedDecoder::Event::kEnd:
+            body_done_ = true;
+            co_return std::string_view();
+          case ChunkedDecoder::Event::kError:
+            failed_ = true;
+            co_return absl::InvalidArgumentError("malformed chunked body: " + ev.error);
+          case ChunkedDecoder::Event::kNeedMore:
+            break;
+        }
+        if (used == 0) break;
+      }
+    }
+    const int32_t n = co_await c_->RecvSome();
+    if (n == 0) {
+      failed_ = true;
+      co_return absl::DataLossError("the client closed the connection before the body was whole");
+    }
+    if (n < 0) {
+      failed_ = true;
+      if (n == -ETIMEDOUT) co_return absl::DeadlineExceededError("no body bytes for too long");
+      co_return ErrnoStatus(-n, "recv");
+    }
+  }
+}
+
+std::string Exchange::Head(uint64_t length) {
+  // A final answer to "Expect: 100-continue" that came without "100 Continue" leaves botocore
+  // (boto3, the aws CLI) holding that answer's status line for the next response on the same
+  // connection: it misreads that response and waits out its read timeout (boto/botocore#3755;
+  // the aws CLI's sync met it on an empty file's PUT followed by another). So a request
+  // without a body (nothing to invite) still gets "100 Continue" first, and one whose body
+  // was never invited closes the connection after this answer, and says so.
+  std::string h;
+  if (req_.expect_continue && !continue_sent_) {
+    if (body_done_) {
+      h = "HTTP/1.1 100 Continue\r\n\r\n";
+      continue_sent_ = true;
+    } else {
+      close_after_ = true;
+    }
+  }
+  h.append(StrCat("HTTP/1.1 ", status_, " ", Reason(status_), "\r\n"));
+  bool has_date = false;
+  for (const auto& [name, value] : headers_) {
+    h.append(name).append(": ").append(value).append("\r\n");
+    has_date = has_date || EqualsLower(name, "date");
+  }
+  if (!has_date) h.append("Date: ").append(HttpDate()).append("\r\n");
+  if (status_ >= 200 && status_ != 204 && status_ != 304) {
+    h.append("Content-Length: ").append(std::to_string(length)).append("\r\n");
+  }
+  const bool close = close_after_ || !req_.keep_alive;
+  if (close) h.append("Connection: close\r\n");
+  h.append("\r\n");
+  return h;
+}
+
+io::Task<absl::Status> Exchange::SendAll(std::string_view data) {
+  absl::Status s = co_await c_->SendAll(data);
+  if (!s.ok()) failed_ = true;
+  if (s.ok()) bytes_out_ += data.size();
+  co_return s;
+}
+
+io::Task<absl::Status> Exchange::Respond(std::string_view body) {
+  if (head_sent_) co_return absl::FailedPreconditionError("response already started");
+  head_sent_ = true;
+  std::string out = Head(body.size());
+  if (req_.method != "HEAD") out.append(body);
+  co_return co_await SendAll(out);
+}
+
+io::Task<absl::Status> Exchange::StartResponse(uint64_t length) {
+  if (head_sent_) co_return absl::FailedPreconditionError("response already started");
+  head_sent_ = true;
+  response_left_ = req_.method == "HEAD" ? 0 : length;
+  std::string head = Head(length);
+  if (response_left_ == 0) co_return co_await SendAll(head);
+  pending_head_ = std::move(head);
+  co_return absl::OkStatus();
+}
+
+io::Task<absl::Status> Exchange::FlushHead() {
+  if (pending_head_.empty()) co_return absl::OkStatus();
+  const std::string head = std::move(pending_head_);
+  pending_head_.clear();
+  co_return co_await SendAll(head);
+}
+
+io::Task<absl::Status> Exchange::Write(std::string_view data) {
+  if (!head_sent_) co_return absl::FailedPreconditionError("StartResponse first");
+  if (data.size() > response_left_) {
+    co_return absl::InvalidArgumentError("more bytes than the announced Content-Length");
+  }
+  response_left_ -= data.size();
+  if (!pending_head_.empty() && data.size() <= (64 << 10)) {
+    std::string out = std::move(pending_head_);
+    pending_head_.clear();
+    out.append(data);
+    co_return co_await SendAll(out);
+  }
+  OL_CO_RETURN_IF_ERROR(co_await FlushHead());
+  co_return co_await SendAll(data);
+}
+
+// ---- The server
+
+struct Server::Listener final : io::Completion {
+  Server* server = nullptr;
+  int fd = -1;
+  bool multishot = true;
+  std::atomic<bool> done{false};
+  void Complete(int32_t res, uint32_t flags) noexcept override { server->OnAccept(res, flags); }
+};
+
+Server::Server(io::Runtime& rt, ServerOptions options, Handler handler)
+    : rt_(rt), opts_(std::move(options)), handler_(std::move(handler)) {}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(io::Runtime& rt,
+                                                             const io::SocketAddress& addr,
+                                                             ServerOptions options,
+                                                             Handler handler) {
+  std::unique_ptr<Server> s(new Server(rt, std::move(options), std::move(handler)));
+  OL_ASSIGN_OR_RETURN(int fd, io::Listen(addr, io::ListenOptions()));
+  auto bound = io::LocalAddress(fd);
+  if (!bound.ok()) {
+    close(fd);
+    return bound.status();
+  }
+  s->addr_ = *bound;
+  s->port_ = bound->port();
+  s->listener_ = std::make_unique<Listener>();
+  s->listener_->server = s.get();
+  s->listener_->fd = fd;
+  Server* self = s.get();
+  absl::Status armed = rt.RunOn(0, [self] {
+    io::Reactor::Current()->Accept(self->listener_->fd, self->listener_->multishot,
+                                   self->listener_.get());
+  });
+  if (!armed.ok()) {
+    close(fd);
+    return armed;
+  }
+  return s;
+}
+
+void Server::OnAccept(int32_t res, uint32_t flags) {
+  Listener& l = *listener_;
+  const bool more = (flags & io::kCqeMore) != 0;
+  if (res >= 0) {
+    const int fd = res;
+    if (stopping_.load() || active_.load() >= opts_.max_connections) {
+      close(fd);
+    } else {
+      io::TuneStreamSocket(fd);
+      active_.fetch_add(1);
+      {
+        std::lock_guard<std::mutex> g(fds_mu_);
+        fds_.insert(fd);
+      }
+      const unsigned target = next_reactor_.fetch_add(1) % rt_.size();
+      if (!rt_.Post(target, [this, fd] { io::Spawn(Serve(fd)); })) {
+        {
+          std::lock_guard<std::mutex> g(fds_mu_);
+          fds_.erase(fd);
+        }
+        close(fd);
+        active_.fetch_sub(1);
+      }
+    }
+  } else if (res == -EINVAL && l.multishot && !stopping_.load()) {
+    l.multishot = false;  // a kernel without multishot accept
+  } else if (res != -ECANCELED && !stopping_.load()) {
+    OL_LOG_EVERY_N_SEC(kWarning, 5) << "http: accept: " << ErrnoStatus(-res, "accept").message();
+  }
+  if (more) return;
+  if (stopping_.load()) {
+    close(l.fd);
+    l.fd = -1;
+    l.done.store(true);
+    return;
+  }
+  io::Reactor::Current()->Accept(l.fd, l.multishot, &l);
+}
+
+io::Task<void> Server::Serve(int fd) {
+  Exchange::Conn c;
+  c.server = this;
+  c.opts = &opts_;
+  c.r = io::Reactor::Current();
+  c.fd = fd;
+  while (!stopping_.load()) {
+    // A request head.
+    Request req;
+    HeadResult h;
+    size_t searched = 0;
+    bool ended = false;
+    while (true) {
+      const std::string_view avail = c.Avail();
+      if (!avail.empty() && HeadMayBeComplete(avail, searched, opts_.limits)) {
+        h = ParseRequestHead(avail, opts_.limits, &req);
+        if (h.state != HeadResult::kIncomplete) break;
+      }
+      searched = avail.size();
+      const int32_t n = co_await c.RecvSome();
+      if (n > 0) continue;
+      if (n == -ETIMEDOUT && !c.Avail().empty()) {
+        h.state = HeadResult::kError;
+        h.status = 408;
+        h.error = "the request head did not arrive in time";
+        break;
+      }
+      ended = true;  // closed, idle between requests, or broken
+      break;
+    }
+    if (ended) break;
+    if (h.state == HeadResult::kError) {
+      std::string type = "text/plain", extra;
+      const std::string body = opts_.error_body
+                                   ? opts_.error_body(h.status, h.error, &type, &extra)
+                                   : h.error + "\n";
+      const std::string out =
+          StrCat("HTTP/1.1 ", h.status, " ", Reason(h.status), "\r\nDate: ", HttpDate(),
+                 "\r\nContent-Type: ", type, "\r\n", extra, "Content-Length: ", body.size(),
+                 "\r\nConnection: close\r\n\r\n", body);
+      (void)co_await c.SendAll(out);
+      break;
+    }
+    c.pos += h.consumed;
+
+    Exchange ex(&c, std::move(req));
+    co_await handler_(ex);
+    if (!ex.failed_) (void)co_await ex.FlushHead();  // a streamed response never written to
+    if (!ex.head_sent_ && !ex.failed_) {
+      ex.SetStatus(500);
+      ex.CloseAfter();
+      (void)co_await ex.Respond("");
+    }
+    if (ex.failed_ || ex.response_left_ > 0 || ex.close_after_ || !ex.req_.keep_alive) break;
+    // A body the handler left unread: skip it if it is small, else close. A client that waits
+    // for "100 Continue" it never got has not sent it.
+    if (!ex.body_done_) {
+      if (ex.req_.expect_continue && !ex.continue_sent_) break;
+      if (!ex.chunked_ && ex.body_left_ > opts_.max_drain) break;  // not worth waiting for
+      uint64_t drained = 0;
+      bool ok = true;
+      while (!ex.body_done_ && drained <= opts_.max_drain) {
+        auto piece = co_await ex.ReadBody();
+        if (!piece.ok()) {
+          ok = false;
+          break;
+        }
+        drained += piece->size();
+      }
+      if (!ok || !ex.body_done_) break;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> g(fds_mu_);
+    fds_.erase(fd);
+  }
+  close(fd);
+  active_.fetch_sub(1, std::memory_order_release);
+}
+
+void Server::Stop() {
+  if (stopping_.exchange(true)) return;
+  if (listener_ != nullptr && listener_->fd >= 0) {
+    // Wakes the pending accept; its completion closes the socket.
+    shutdown(listener_->fd, SHUT_RDWR);
+    Listener* l = listener_.get();
+    if (!rt_.running() || !rt_.RunOn(0, [l] { io::Reactor::Current()->Cancel(l, nullptr); }).ok()) {
+      close(l->fd);  // no reactor left to complete the accept
+      l->fd = -1;
+      l->done.store(true);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> g(fds_mu_);
+    for (int fd : fds_) shutdown(fd, SHUT_RDWR);
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while ((active_.load(std::memory_order_acquire) > 0 ||
+          (listener_ != nullptr && !listener_->done.load())) &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  if (active_.load() > 0) {
+    OL_LOG(kWarning) << "http: " << active_.load() << " connections still open after stop";
+  }
+}
+
+Server::~Server() { Stop(); }
+
+}  // namespace openlake::http

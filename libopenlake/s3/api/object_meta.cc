@@ -1,0 +1,130 @@
+// Object metadata between S3 headers and the engine (see ops.h): what a write may carry, the
+// headers a read answers with, and the copy source.
+#include <utility>
+#include <vector>
+
+#include "openlake/strings.h"
+#include "s3/api/fields.h"
+#include "s3/api/ops.h"
+
+namespace openlake::s3 {
+namespace {
+
+// The standard headers S3 stores with an object and returns on reads, kept in the engine's
+// user metadata under "std:<name>" (a colon never occurs in a header name, so no
+// x-amz-meta-* can collide).
+constexpr std::string_view kStdHeaders[] = {"cache-control", "content-disposition",
+                                            "content-encoding", "content-language", "expires"};
+constexpr std::string_view kStdDisplay[] = {"Cache-Control", "Content-Disposition",
+                                            "Content-Encoding", "Content-Language", "Expires"};
+constexpr std::string_view kStdPrefix = "std:";
+
+// response-* query parameters of GetObject and the header each overrides.
+constexpr std::pair<std::string_view, std::string_view> kOverrides[] = {
+    {"response-content-type", "Content-Type"},
+    {"response-content-language", "Content-Language"},
+    {"response-expires", "Expires"},
+    {"response-cache-control", "Cache-Control"},
+    {"response-content-disposition", "Content-Disposition"},
+    {"response-content-encoding", "Content-Encoding"}};
+
+}  // namespace
+
+std::string UnsupportedWriteHeader(const http::Request& req) {
+  for (const http::Header& h : req.headers) {
+    const std::string_view n = h.name;
+    if (n == "x-amz-acl") {
+      if (h.value != "private" && h.value != "bucket-owner-full-control") return h.name;
+    } else if (n == "x-amz-storage-class") {
+      if (h.value != "STANDARD") return h.name;
+    } else if (n.substr(0, 12) == "x-amz-grant-" ||
+               n.substr(0, 28) == "x-amz-server-side-encryption" ||
+               n.substr(0, 17) == "x-amz-object-lock" || n == "x-amz-tagging" ||
+               n == "x-amz-website-redirect-location" ||
+               // Conditional writes (S3's If-None-Match: * on PUT): not atomic here, so refused
+               // rather than ignored.
+               n == "if-match" || n == "if-none-match") {
+      return h.name;
+    }
+  }
+  return "";
+}
+
+bool PutOptionsFrom(const http::Request& req, store::PutOptions* out, S3Error* error) {
+  out->content_type = std::string(req.Value("content-type"));
+  std::string why;
+  if (!UserMetaFrom(req, &out->user_meta, &why)) {
+    *error = S3Error{"MetadataTooLarge", 400, why};
+    return false;
+  }
+  for (std::string_view name : kStdHeaders) {
+    if (const http::Header* h = req.Find(name)) {
+      out->user_meta[StrCat(kStdPrefix, name)] = h->value;
+    }
+  }
+  return true;
+}
+
+void AddObjectHeaders(Call& c, const store::ObjectInfo& info) {
+  std::vector<std::pair<std::string, std::string>> hs;
+  hs.emplace_back("Content-Type",
+                  info.content_type.empty() ? "application/octet-stream" : info.content_type);
+  for (const auto& [name, value] : info.user_meta) {
+    if (name.compare(0, kStdPrefix.size(), kStdPrefix) != 0) {
+      hs.emplace_back(StrCat("x-amz-meta-", name), value);
+      continue;
+    }
+    for (size_t i = 0; i < std::size(kStdHeaders); ++i) {
+      if (name.substr(kStdPrefix.size()) == kStdHeaders[i]) {
+        hs.emplace_back(std::string(kStdDisplay[i]), value);
+      }
+    }
+  }
+  for (const auto& [param, header] : kOverrides) {
+    const std::string* v = c.route.Param(param);
+    if (v == nullptr) continue;
+    bool replaced = false;
+    for (auto& [name, value] : hs) {
+      if (name == header) {
+        value = *v;
+        replaced = true;
+      }
+    }
+    if (!replaced) hs.emplace_back(std::string(header), *v);
+  }
+  hs.emplace_back("ETag", QuoteEtag(info.etag));
+  hs.emplace_back("Last-Modified", http::FormatHttpDate(info.mod_time));
+  hs.emplace_back("Accept-Ranges", "bytes");
+  for (auto& [name, value] : hs) c.ex.AddHeader(std::move(name), std::move(value));
+}
+
+bool ParseCopySource(const http::Request& req, std::string* bucket, std::string* key, S3Error* error) {
+  std::string_view v = req.Value("x-amz-copy-source");
+  const size_t q = v.find('?');
+  if (q != std::string_view::npos) {
+    const std::string_view params = v.substr(q + 1);
+    if (params != "versionId=null") {
+      *error = S3Error{"InvalidArgument", 400,
+                       "Invalid version id specified (this store keeps no versions)."};
+      return false;
+    }
+    v = v.substr(0, q);
+  }
+  std::string path;
+  if (!http::PercentDecode(v, &path)) {
+    *error = S3Error{"InvalidArgument", 400, "Invalid copy source encoding."};
+    return false;
+  }
+  if (!path.empty() && path.front() == '/') path.erase(0, 1);
+  const size_t slash = path.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == path.size()) {
+    *error = S3Error{"InvalidArgument", 400,
+                     "Copy Source must mention the source bucket and key: sourcebucket/sourcekey."};
+    return false;
+  }
+  *bucket = path.substr(0, slash);
+  *key = path.substr(slash + 1);
+  return true;
+}
+
+}  // namespace openlake::s3

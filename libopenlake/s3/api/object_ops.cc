@@ -1,0 +1,196 @@
+// Object operations: PutObject, GetObject, HeadObject, CopyObject, DeleteObject,
+// DeleteObjects (see ops.h). Bodies stream through: a PUT's bytes go to the engine's writer
+// as they arrive, a GET's come from its reader as the client takes them.
+#include <cstddef>
+
+#include "absl/types/span.h"
+#include "openlake/strings.h"
+#include "openlake/log.h"
+#include "s3/api/fields.h"
+#include "s3/api/ops.h"
+#include "s3/api/payload.h"
+#include "s3/api/xml.h"
+
+namespace openlake::s3 {
+namespace {
+
+std::string_view Chars(absl::Span<const std::byte> b) {
+  return std::string_view(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+}  // namespace
+
+io::Task<void> PutObject(Call& c) {
+  store::PutOptions po;
+  const bool options_ok = co_await WriteOptions(c, &po);
+  if (!options_ok) co_return;
+  PayloadReader body(c.ex, c.auth);
+  if (!body.Init()) {
+    co_await c.Error(body.error());
+    co_return;
+  }
+  po.size = body.size();
+  absl::StatusOr<std::unique_ptr<store::ObjectWriter>> w =
+      co_await c.store.CreateObject(c.route.bucket, c.route.key, std::move(po));
+  co_await StoreBody(c, body, std::move(w));
+}
+
+io::Task<void> GetObject(Call& c, bool head) {
+  if (c.route.Has("partNumber")) {
+    co_await c.Error("NotImplemented", 501,
+                     "Reading one part of a multipart object (partNumber) is not implemented.");
+    co_return;
+  }
+  store::Conditions cond = ConditionsFrom(c.req);
+  std::optional<store::RangeSpec> range = ParseRange(c.req.Value("range"));
+  if (head) {
+    absl::StatusOr<store::ObjectInfo> info =
+        co_await c.store.StatObject(c.route.bucket, c.route.key, std::move(cond));
+    if (!info.ok()) {
+      co_await c.Fail(info.status());
+      co_return;
+    }
+    uint64_t first = 0;
+    uint64_t length = info->size;
+    const absl::Status resolved = store::ResolveRange(info->size, range, &first, &length);
+    if (!resolved.ok()) {
+      c.ex.AddHeader("Content-Range", StrCat("bytes */", info->size));
+      co_await c.Fail(resolved);
+      co_return;
+    }
+    AddObjectHeaders(c, *info);
+    if (range) {
+      c.ex.SetStatus(206);
+      c.ex.AddHeader("Content-Range",
+                     StrCat("bytes ", first, "-", first + length - 1, "/", info->size));
+    }
+    (void)co_await c.ex.StartResponse(length);  // HEAD: the head only
+    co_return;
+  }
+  store::GetOptions go;
+  go.range = range;
+  go.conditions = std::move(cond);
+  absl::StatusOr<std::unique_ptr<store::ObjectReader>> r =
+      co_await c.store.OpenObject(c.route.bucket, c.route.key, std::move(go));
+  if (!r.ok()) {
+    co_await c.Fail(r.status());
+    co_return;
+  }
+  store::ObjectReader& reader = **r;
+  AddObjectHeaders(c, reader.info());
+  if (range) {
+    c.ex.SetStatus(206);
+    c.ex.AddHeader("Content-Range",
+                   StrCat("bytes ", reader.offset(), "-", reader.offset() + reader.length() - 1,
+                          "/", reader.info().size));
+  }
+  const absl::Status started = co_await c.ex.StartResponse(reader.length());
+  if (!started.ok()) co_return;
+  while (true) {
+    absl::StatusOr<absl::Span<const std::byte>> chunk = co_await reader.Next();
+    if (!chunk.ok()) {
+      // The head is gone: all that is left is to cut the body short (the client sees it).
+      OL_LOG(kWarning) << "s3: GET " << c.resource << " failed after "
+                      << "the response began: " << chunk.status().ToString();
+      co_return;
+    }
+    if (chunk->empty()) break;
+    const std::string_view data = Chars(*chunk);
+    const absl::Status sent = co_await c.ex.Write(data);
+    if (!sent.ok()) co_return;
+  }
+}
+
+io::Task<void> CopyObject(Call& c) {
+  const bool supported = co_await WriteHeadersSupported(c);
+  if (!supported) co_return;
+  std::string src_bucket, src_key;
+  S3Error err;
+  if (!ParseCopySource(c.req, &src_bucket, &src_key, &err)) {
+    co_await c.Error(std::move(err));
+    co_return;
+  }
+  const std::string_view directive = c.req.Value("x-amz-metadata-directive");
+  if (!directive.empty() && directive != "COPY" && directive != "REPLACE") {
+    co_await c.Error("InvalidArgument", 400, "Unknown metadata directive.");
+    co_return;
+  }
+  std::optional<store::PutOptions> replace;
+  if (directive == "REPLACE") {
+    replace.emplace();
+    if (!PutOptionsFrom(c.req, &*replace, &err)) {
+      co_await c.Error(std::move(err));
+      co_return;
+    }
+  }
+  if (src_bucket == c.route.bucket && src_key == c.route.key && !replace) {
+    co_await c.Error("InvalidRequest", 400,
+                     "This copy request is illegal because it is trying to copy an object to "
+                     "itself without changing the object's metadata, storage class, website "
+                     "redirect location or encryption attributes.");
+    co_return;
+  }
+  store::Conditions cond = ConditionsFrom(c.req, "x-amz-copy-source-");
+  absl::StatusOr<store::ObjectInfo> info =
+      co_await c.store.CopyObject(src_bucket, src_key, c.route.bucket, c.route.key,
+                                  std::move(replace), std::move(cond));
+  if (!info.ok()) {
+    if (store::ErrorKindOf(info.status()) == store::ErrorKind::kNotModified) {
+      // A copy's failed If-None-Match / If-Modified-Since is 412, not 304.
+      co_await c.Error("PreconditionFailed", 412,
+                       "At least one of the pre-conditions you specified did not hold");
+      co_return;
+    }
+    co_await c.Fail(info.status());
+    co_return;
+  }
+  XmlWriter w("CopyObjectResult");
+  w.Element("LastModified", FormatIsoTime(info->mod_time));
+  w.Element("ETag", QuoteEtag(info->etag));
+  co_await c.Xml(200, w.Finish());
+}
+
+io::Task<void> DeleteObject(Call& c) {
+  const absl::Status st = co_await c.store.DeleteObject(c.route.bucket, c.route.key);
+  // Deleting what is not there succeeds, as in S3.
+  if (!st.ok() && store::ErrorKindOf(st) != store::ErrorKind::kNoSuchKey) {
+    co_await c.Fail(st);
+    co_return;
+  }
+  co_await c.Empty(204);
+}
+
+io::Task<void> DeleteObjects(Call& c) {
+  const bool exists = co_await BucketExists(c);
+  if (!exists) co_return;
+  std::string doc;
+  const bool have_doc = co_await ReadDocument(c, c.opts.max_xml_bytes, &doc);
+  if (!have_doc) co_return;
+  absl::StatusOr<DeleteRequest> req = ParseDelete(doc);
+  if (!req.ok()) {
+    co_await c.Error("MalformedXML", 400,
+                     StrCat("The XML you provided was not well-formed or did not validate "
+                            "against our published schema: ", req.status().message()));
+    co_return;
+  }
+  XmlWriter w("DeleteResult");
+  for (const std::string& key : req->keys) {
+    const absl::Status st = co_await c.store.DeleteObject(c.route.bucket, key);
+    if (st.ok() || store::ErrorKindOf(st) == store::ErrorKind::kNoSuchKey) {
+      if (req->quiet) continue;
+      w.Open("Deleted");
+      w.Element("Key", key);
+      w.Close();
+      continue;
+    }
+    const S3Error e = ErrorFromStatus(st);
+    w.Open("Error");
+    w.Element("Key", key);
+    w.Element("Code", e.code);
+    w.Element("Message", e.message);
+    w.Close();
+  }
+  co_await c.Xml(200, w.Finish());
+}
+
+}  // namespace openlake::s3

@@ -1,0 +1,120 @@
+// What several S3 operations share: request documents, body and copy streams into the engine,
+// bucket checks (see ops.h).
+#include <cstddef>
+
+#include "absl/types/span.h"
+#include "openlake/strings.h"
+#include "s3/api/fields.h"
+#include "s3/api/ops.h"
+
+namespace openlake::s3 {
+namespace {
+
+io::Task<std::optional<store::ObjectInfo>> Commit(Call& c, store::ObjectWriter& w) {
+  absl::StatusOr<store::ObjectInfo> info = co_await w.Commit();
+  if (!info.ok()) {
+    co_await c.Fail(info.status());
+    co_return std::nullopt;
+  }
+  co_return *std::move(info);
+}
+
+}  // namespace
+
+io::Task<bool> ReadDocument(Call& c, size_t limit, std::string* doc, bool header_checksums) {
+  PayloadReader body(c.ex, c.auth);
+  if (!body.Init(header_checksums)) {
+    co_await c.Error(body.error());
+    co_return false;
+  }
+  const absl::Status st = co_await body.ReadAll(limit, doc);
+  if (!st.ok()) {
+    co_await c.Error(body.error());
+    co_return false;
+  }
+  co_return true;
+}
+
+io::Task<std::optional<store::ObjectInfo>> WriteBody(Call& c, PayloadReader& body,
+                                                      store::ObjectWriter& w) {
+  while (true) {
+    absl::StatusOr<std::string_view> piece = co_await body.Next();
+    if (!piece.ok()) {
+      co_await c.Error(body.error());
+      co_return std::nullopt;
+    }
+    if (piece->empty()) break;
+    const absl::Span<const std::byte> bytes(reinterpret_cast<const std::byte*>(piece->data()),
+                                            piece->size());
+    const absl::Status st = co_await w.Write(bytes);
+    if (!st.ok()) {
+      co_await c.Fail(st);
+      co_return std::nullopt;
+    }
+  }
+  co_return co_await Commit(c, w);
+}
+
+io::Task<void> StoreBody(Call& c, PayloadReader& body,
+                         absl::StatusOr<std::unique_ptr<store::ObjectWriter>> w) {
+  if (!w.ok()) {
+    co_await c.Fail(w.status());
+    co_return;
+  }
+  // A failed body drops the writer: nothing becomes visible.
+  std::optional<store::ObjectInfo> info = co_await WriteBody(c, body, **w);
+  if (!info) co_return;
+  c.ex.AddHeader("ETag", QuoteEtag(info->etag));
+  if (!body.checksum().first.empty()) {
+    c.ex.AddHeader(body.checksum().first, body.checksum().second);
+  }
+  co_await c.Empty(200);
+}
+
+io::Task<std::optional<store::ObjectInfo>> CopyInto(Call& c, store::ObjectReader& r,
+                                                     store::ObjectWriter& w) {
+  while (true) {
+    absl::StatusOr<absl::Span<const std::byte>> chunk = co_await r.Next();
+    if (!chunk.ok()) {
+      co_await c.Fail(chunk.status());
+      co_return std::nullopt;
+    }
+    if (chunk->empty()) break;
+    const absl::Span<const std::byte> bytes = *chunk;
+    const absl::Status st = co_await w.Write(bytes);
+    if (!st.ok()) {
+      co_await c.Fail(st);
+      co_return std::nullopt;
+    }
+  }
+  co_return co_await Commit(c, w);
+}
+
+io::Task<bool> BucketExists(Call& c) {
+  absl::StatusOr<store::BucketInfo> b = co_await c.store.StatBucket(c.route.bucket);
+  if (!b.ok()) {
+    co_await c.Fail(b.status());
+    co_return false;
+  }
+  co_return true;
+}
+
+io::Task<bool> WriteHeadersSupported(Call& c) {
+  const std::string h = UnsupportedWriteHeader(c.req);
+  if (h.empty()) co_return true;
+  co_await c.Error("NotImplemented", 501, StrCat("The header ", h, " is not implemented."));
+  co_return false;
+}
+
+io::Task<bool> WriteOptions(Call& c, store::PutOptions* po) {
+  const bool supported = co_await WriteHeadersSupported(c);
+  if (!supported) co_return false;
+  S3Error err;
+  if (!PutOptionsFrom(c.req, po, &err)) {
+    co_await c.Error(std::move(err));
+    co_return false;
+  }
+  co_return true;
+}
+
+}  // namespace openlake::s3

@@ -1,0 +1,80 @@
+// The S3 operations (docs/s3.md, "Operations"), one coroutine each, called by S3Service with a
+// routed and authenticated Call: buckets (bucket_ops.cc), listings (list_ops.cc), objects
+// (object_ops.cc) and multipart uploads (multipart_ops.cc).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "openlake/io/task.h"
+#include "openlake/store/store.h"
+#include "s3/api/payload.h"
+#include "s3/api/service.h"
+
+namespace openlake::s3 {
+
+io::Task<void> ListBuckets(Call& c);
+io::Task<void> CreateBucket(Call& c);
+io::Task<void> DeleteBucket(Call& c);
+io::Task<void> HeadBucket(Call& c);
+io::Task<void> GetBucketLocation(Call& c);
+io::Task<void> GetBucketVersioning(Call& c);
+
+io::Task<void> ListObjects(Call& c, bool v2);
+io::Task<void> ListMultipartUploads(Call& c);
+io::Task<void> ListParts(Call& c);
+
+io::Task<void> PutObject(Call& c);
+io::Task<void> GetObject(Call& c, bool head);
+io::Task<void> CopyObject(Call& c);
+io::Task<void> DeleteObject(Call& c);
+io::Task<void> DeleteObjects(Call& c);
+
+io::Task<void> CreateMultipartUpload(Call& c);
+io::Task<void> UploadPart(Call& c);
+io::Task<void> UploadPartCopy(Call& c);
+io::Task<void> CompleteMultipartUpload(Call& c);
+io::Task<void> AbortMultipartUpload(Call& c);
+
+// Shared by the operations (op_streams.cc): each answers the S3 error itself when it fails.
+
+// The request document (XML) whole, verified, into `doc`; false after answering an error.
+// `header_checksums`: whether x-amz-checksum-* headers describe this document (see
+// PayloadReader::Init).
+io::Task<bool> ReadDocument(Call& c, size_t limit, std::string* doc,
+                            bool header_checksums = true);
+// Streams a verified body into `w` and commits it; nullopt after answering an error (nothing
+// became visible).
+io::Task<std::optional<store::ObjectInfo>> WriteBody(Call& c, PayloadReader& body,
+                                                      store::ObjectWriter& w);
+// WriteBody into a new object's or part's writer, then the answer: 200 with the ETag and the
+// checksum the client sent (or the error).
+io::Task<void> StoreBody(Call& c, PayloadReader& body,
+                         absl::StatusOr<std::unique_ptr<store::ObjectWriter>> w);
+// The same from an engine reader (copies).
+io::Task<std::optional<store::ObjectInfo>> CopyInto(Call& c, store::ObjectReader& r,
+                                                     store::ObjectWriter& w);
+// True when the route's bucket exists; false after answering NoSuchBucket (or another error).
+io::Task<bool> BucketExists(Call& c);
+// False after answering NotImplemented for a write header this server does not honour.
+io::Task<bool> WriteHeadersSupported(Call& c);
+// WriteHeadersSupported, then the object's metadata from the request (PutOptionsFrom); false
+// after answering an error.
+io::Task<bool> WriteOptions(Call& c, store::PutOptions* po);
+
+// Object metadata (object_meta.cc).
+
+// A request header this server does not honour on writes (ACL grants, SSE, object lock,
+// tagging, other storage classes, conditional writes), named; "" when there is none.
+std::string UnsupportedWriteHeader(const http::Request& req);
+// Content-Type, x-amz-meta-* and the standard headers (Content-Encoding, Content-Disposition,
+// Content-Language, Cache-Control, Expires) of a write, as the engine keeps them; false with
+// the S3 error when the metadata is too large.
+bool PutOptionsFrom(const http::Request& req, store::PutOptions* out, S3Error* error);
+// The response headers of an object: Content-Type, ETag, Last-Modified, metadata, with the
+// response-* overrides of the query applied.
+void AddObjectHeaders(Call& c, const store::ObjectInfo& info);
+// "/bucket/key" (or "bucket/key") of x-amz-copy-source, decoded; false with the S3 error.
+bool ParseCopySource(const http::Request& req, std::string* bucket, std::string* key, S3Error* error);
+
+}  // namespace openlake::s3

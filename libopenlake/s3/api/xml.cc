@@ -1,0 +1,183 @@
+// S3's XML (see xml.h).
+#include "s3/api/xml.h"
+
+#include <pugixml.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace openlake::s3 {
+namespace {
+
+constexpr std::string_view kNamespace = "http://s3.amazonaws.com/doc/2006-03-01/";
+
+absl::Status Malformed(std::string_view why) {
+  return absl::InvalidArgumentError(
+      "MalformedXML: The XML you provided was not well-formed or did not validate against our "
+      "published schema (" + std::string(why) + ")");
+}
+
+// The text of a child element, trimmed of surrounding whitespace.
+std::string ChildText(const pugi::xml_node& n, const char* name) {
+  std::string s = n.child(name).text().as_string();
+  const size_t a = s.find_first_not_of(" \t\r\n");
+  if (a == std::string::npos) return "";
+  const size_t b = s.find_last_not_of(" \t\r\n");
+  return s.substr(a, b - a + 1);
+}
+
+// Loads a whole document; the root element must be `root`.
+absl::Status Load(std::string_view body, const char* root, pugi::xml_document* doc,
+                  pugi::xml_node* out) {
+  if (body.empty()) return Malformed("empty body");
+  const pugi::xml_parse_result r =
+      doc->load_buffer(body.data(), body.size(), pugi::parse_default, pugi::encoding_utf8);
+  if (!r) return Malformed(r.description());
+  *out = doc->child(root);
+  if (!*out) return Malformed(std::string("the root element must be ") + root);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string XmlEscape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "&#x%X;", c);
+          out += buf;
+        } else {
+          out.push_back(ch);
+        }
+    }
+  }
+  return out;
+}
+
+XmlWriter::XmlWriter(std::string_view root, bool s3_namespace) {
+  out_ = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<";
+  out_.append(root);
+  if (s3_namespace) out_.append(" xmlns=\"").append(kNamespace).append("\"");
+  out_.append(">");
+  open_.emplace_back(root);
+}
+
+void XmlWriter::Open(std::string_view name) {
+  out_.append("<").append(name).append(">");
+  open_.emplace_back(name);
+}
+
+void XmlWriter::Close() {
+  if (open_.empty()) return;
+  out_.append("</").append(open_.back()).append(">");
+  open_.pop_back();
+}
+
+void XmlWriter::Element(std::string_view name, std::string_view text) {
+  out_.append("<").append(name).append(">").append(XmlEscape(text));
+  out_.append("</").append(name).append(">");
+}
+
+void XmlWriter::Text(std::string_view text) { out_.append(XmlEscape(text)); }
+
+std::string XmlWriter::Finish() {
+  while (!open_.empty()) Close();
+  return std::move(out_);
+}
+
+std::string ErrorXml(std::string_view code, std::string_view message, std::string_view resource,
+                     std::string_view request_id) {
+  XmlWriter w("Error", /*s3_namespace=*/false);
+  w.Element("Code", code);
+  w.Element("Message", message);
+  if (!resource.empty()) w.Element("Resource", resource);
+  w.Element("RequestId", request_id);
+  return w.Finish();
+}
+
+absl::StatusOr<std::vector<CompletedPart>> ParseCompleteMultipartUpload(std::string_view body) {
+  pugi::xml_document doc;
+  pugi::xml_node root;
+  if (absl::Status s = Load(body, "CompleteMultipartUpload", &doc, &root); !s.ok()) return s;
+  std::vector<CompletedPart> parts;
+  for (pugi::xml_node p : root.children()) {
+    if (p.type() != pugi::node_element) continue;
+    if (std::strcmp(p.name(), "Part") != 0) {
+      return Malformed("unexpected element " + std::string(p.name()));
+    }
+    const std::string num = ChildText(p, "PartNumber");
+    char* end = nullptr;
+    const long n = num.empty() ? 0 : std::strtol(num.c_str(), &end, 10);
+    if (num.empty() || *end != '\0' || n < 1 || n > 10000) {
+      return Malformed("a Part needs a PartNumber from 1 to 10000");
+    }
+    std::string etag = ChildText(p, "ETag");
+    if (etag.empty()) return Malformed("a Part needs an ETag");
+    parts.push_back(CompletedPart{static_cast<int>(n), std::move(etag)});
+  }
+  if (parts.empty()) return Malformed("no Part");
+  return parts;
+}
+
+absl::StatusOr<DeleteRequest> ParseDelete(std::string_view body, size_t max_keys) {
+  pugi::xml_document doc;
+  pugi::xml_node root;
+  if (absl::Status s = Load(body, "Delete", &doc, &root); !s.ok()) return s;
+  DeleteRequest req;
+  for (pugi::xml_node n : root.children()) {
+    if (n.type() != pugi::node_element) continue;
+    if (std::strcmp(n.name(), "Quiet") == 0) {
+      const std::string q = n.text().as_string();
+      if (q != "true" && q != "false") return Malformed("Quiet must be true or false");
+      req.quiet = q == "true";
+    } else if (std::strcmp(n.name(), "Object") == 0) {
+      if (!n.child("Key")) return Malformed("an Object needs a Key");
+      // Keys are taken as they are: whitespace may be part of a key.
+      req.keys.emplace_back(n.child("Key").text().as_string());
+      if (req.keys.back().empty()) return Malformed("an empty Key");
+      if (req.keys.size() > max_keys) return Malformed("more than 1000 objects");
+    } else {
+      return Malformed("unexpected element " + std::string(n.name()));
+    }
+  }
+  if (req.keys.empty()) return Malformed("no Object");
+  return req;
+}
+
+absl::StatusOr<std::string> ParseLocationConstraint(std::string_view body) {
+  pugi::xml_document doc;
+  pugi::xml_node root;
+  if (absl::Status s = Load(body, "CreateBucketConfiguration", &doc, &root); !s.ok()) return s;
+  for (pugi::xml_node n : root.children()) {
+    if (n.type() != pugi::node_element) continue;
+    if (std::strcmp(n.name(), "LocationConstraint") != 0) {
+      return Malformed("unexpected element " + std::string(n.name()));
+    }
+    return std::string(n.text().as_string());
+  }
+  return std::string();
+}
+
+absl::StatusOr<S3Error> ParseErrorXml(std::string_view body) {
+  pugi::xml_document doc;
+  pugi::xml_node root;
+  if (absl::Status s = Load(body, "Error", &doc, &root); !s.ok()) return s;
+  S3Error e;
+  e.code = ChildText(root, "Code");
+  e.message = ChildText(root, "Message");
+  if (e.code.empty()) return Malformed("an Error document without a Code");
+  return e;
+}
+
+}  // namespace openlake::s3

@@ -1,0 +1,72 @@
+// S3's XML (docs/s3.md, "XML"): writing responses and error bodies, and reading the request
+// documents S3 clients send (CompleteMultipartUpload, Delete). Reading goes through pugixml,
+// which expands no external entities; anything that is not the expected document is
+// MalformedXML, as S3 answers.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+#include "s3/api/errors.h"
+
+namespace openlake::s3 {
+
+// Escapes text for element content and attribute values. Characters XML 1.0 cannot carry even
+// as references (controls other than tab, LF and CR) are written as "&#xN;", as S3 does.
+std::string XmlEscape(std::string_view text);
+
+// Builds a document: <?xml ...?> then nested elements.
+//
+//   XmlWriter w("ListAllMyBucketsResult");   // with S3's namespace
+//   w.Open("Buckets"); w.Open("Bucket"); w.Element("Name", "b"); w.Close(); w.Close();
+//   std::string body = w.Finish();
+class XmlWriter {
+ public:
+  explicit XmlWriter(std::string_view root, bool s3_namespace = true);
+  void Open(std::string_view name);
+  void Close();
+  void Element(std::string_view name, std::string_view text);
+  // Text inside the element open now.
+  void Text(std::string_view text);
+  // Closes whatever is open and returns the document.
+  std::string Finish();
+
+ private:
+  std::string out_;
+  std::vector<std::string> open_;
+};
+
+// An S3 error body: <Error><Code/><Message/><Resource/><RequestId/></Error>.
+std::string ErrorXml(std::string_view code, std::string_view message, std::string_view resource,
+                     std::string_view request_id);
+
+struct CompletedPart {
+  int number = 0;
+  std::string etag;
+};
+
+// <CompleteMultipartUpload><Part><PartNumber/><ETag/></Part>...</CompleteMultipartUpload>.
+// The parts in document order (their order is checked by the engine: InvalidPartOrder).
+absl::StatusOr<std::vector<CompletedPart>> ParseCompleteMultipartUpload(std::string_view body);
+
+struct DeleteRequest {
+  bool quiet = false;
+  std::vector<std::string> keys;  // in document order
+};
+
+// <Delete><Quiet/>?<Object><Key/></Object>...</Delete>; at most `max_keys` objects (S3: 1000).
+absl::StatusOr<DeleteRequest> ParseDelete(std::string_view body, size_t max_keys = 1000);
+
+// <CreateBucketConfiguration><LocationConstraint/></CreateBucketConfiguration>: the region
+// asked for ("" when the document names none).
+absl::StatusOr<std::string> ParseLocationConstraint(std::string_view body);
+
+// An S3 error body (<Error><Code/><Message/>...</Error>, as ErrorXml writes it), read by the
+// client: its code and message. InvalidArgument when the body is not such a document.
+absl::StatusOr<S3Error> ParseErrorXml(std::string_view body);
+
+}  // namespace openlake::s3
