@@ -57,41 +57,6 @@ std::string HttpDate() {
   return text;
 }
 
-// One reactor operation with a deadline: past it the operation is cancelled and the result is
-// -ETIMEDOUT.
-template <typename Submit>
-class TimedOp final : public io::Completion {
- public:
-  TimedOp(io::Reactor& r, absl::Duration timeout, Submit submit)
-      : r_(r), timeout_(timeout), submit_(std::move(submit)) {}
-  bool await_ready() const noexcept { return false; }
-  void await_suspend(std::coroutine_handle<> h) {
-    h_ = h;
-    submit_(static_cast<io::Completion*>(this));
-    timer_ = r_.After(timeout_, [this] {
-      timed_out_ = true;
-      r_.Cancel(this, nullptr);
-    });
-  }
-  int32_t await_resume() const noexcept { return timed_out_ && res_ < 0 ? -ETIMEDOUT : res_; }
-  void Complete(int32_t res, uint32_t) noexcept override {
-    res_ = res;
-    if (!timed_out_) r_.CancelTimer(timer_);
-    h_.resume();  // may destroy *this
-  }
-
- private:
-  io::Reactor& r_;
-  absl::Duration timeout_;
-  Submit submit_;
-  std::coroutine_handle<> h_;
-  io::TimerId timer_;
-  bool timed_out_ = false;
-  int32_t res_ = 0;
-};
-template <typename Submit>
-TimedOp(io::Reactor&, absl::Duration, Submit) -> TimedOp<Submit>;
-
 }  // namespace
 
 // ---- Connections
@@ -146,7 +111,7 @@ struct Exchange::Conn {
     io::Reactor& rr = *r;
     const int fdv = fd;
     auto recv = [&rr, fdv, dst, len](io::Completion* c) { rr.Recv(fdv, dst, len, 0, c); };
-    const int32_t n = co_await TimedOp(rr, opts->idle_timeout, recv);
+    const int32_t n = co_await io::TimedOp(rr, opts->idle_timeout, recv);
     if (n > 0) buf.Commit(static_cast<size_t>(n));
     co_return n;
   }
@@ -158,7 +123,7 @@ struct Exchange::Conn {
       const char* p = data.data();
       const size_t len = data.size();
       auto send = [&rr, fdv, p, len](io::Completion* c) { rr.Send(fdv, p, len, MSG_NOSIGNAL, c); };
-      const int32_t n = co_await TimedOp(rr, opts->send_timeout, send);
+      const int32_t n = co_await io::TimedOp(rr, opts->send_timeout, send);
       if (n <= 0) co_return ErrnoStatus(n == 0 ? EPIPE : -n, "send");
       data.remove_prefix(static_cast<size_t>(n));
     }
@@ -323,90 +288,50 @@ io::Task<absl::Status> Exchange::Write(std::string_view data) {
 
 // ---- The server
 
-struct Server::Listener final : io::Completion {
-  Server* server = nullptr;
-  int fd = -1;
-  bool multishot = true;
-  std::atomic<bool> done{false};
-  void Complete(int32_t res, uint32_t flags) noexcept override { server->OnAccept(res, flags); }
-};
-
 Server::Server(io::Runtime& rt, ServerOptions options, Handler handler)
     : rt_(rt), opts_(std::move(options)), handler_(std::move(handler)) {}
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(io::Runtime& rt,
-                                                             const io::SocketAddress& addr,
-                                                             ServerOptions options,
-                                                             Handler handler) {
+                                                      const io::SocketAddress& addr,
+                                                      ServerOptions options, Handler handler) {
   std::unique_ptr<Server> s(new Server(rt, std::move(options), std::move(handler)));
-  OL_ASSIGN_OR_RETURN(int fd, io::Listen(addr, io::ListenOptions()));
-  auto bound = io::LocalAddress(fd);
-  if (!bound.ok()) {
-    close(fd);
-    return bound.status();
-  }
+  Server* self = s.get();
+  absl::StatusOr<io::SocketAddress> bound = absl::InternalError("not started");
+  // Reactor 0 accepts; each connection goes to a reactor in turn (a message, which never
+  // fails) and is served there.
+  const absl::Status ran = rt.RunOn(0, [self, &addr, &bound] {
+    io::AcceptorOptions ao;
+    ao.name = "http";
+    ao.max_connections = self->opts_.max_connections;
+    absl::StatusOr<std::unique_ptr<io::Acceptor>> a =
+        io::Acceptor::Create(*io::Reactor::Current(), std::move(ao));
+    if (!a.ok()) {
+      bound = a.status();
+      return;
+    }
+    self->acceptor_ = *std::move(a);
+    bound = self->acceptor_->Listen(addr, io::ListenOptions(), [self](io::Connection conn) {
+      const unsigned target = self->next_reactor_++ % self->rt_.size();
+      io::Reactor::Current()->SendTo(target, [self, c = std::move(conn)]() mutable {
+        io::Spawn(self->Serve(std::move(c)));
+      });
+    });
+  });
+  if (!ran.ok()) return ran;
+  if (!bound.ok()) return bound.status();
   s->addr_ = *bound;
   s->port_ = bound->port();
-  s->listener_ = std::make_unique<Listener>();
-  s->listener_->server = s.get();
-  s->listener_->fd = fd;
-  Server* self = s.get();
-  absl::Status armed = rt.RunOn(0, [self] {
-    io::Reactor::Current()->Accept(self->listener_->fd, self->listener_->multishot,
-                                   self->listener_.get());
-  });
-  if (!armed.ok()) {
-    close(fd);
-    return armed;
-  }
   return s;
 }
 
-void Server::OnAccept(int32_t res, uint32_t flags) {
-  Listener& l = *listener_;
-  const bool more = (flags & io::kCqeMore) != 0;
-  if (res >= 0) {
-    const int fd = res;
-    if (stopping_.load() || active_.load() >= opts_.max_connections) {
-      close(fd);
-    } else {
-      io::TuneStreamSocket(fd);
-      active_.fetch_add(1);
-      {
-        std::lock_guard<std::mutex> g(fds_mu_);
-        fds_.insert(fd);
-      }
-      const unsigned target = next_reactor_.fetch_add(1) % rt_.size();
-      if (!rt_.Post(target, [this, fd] { io::Spawn(Serve(fd)); })) {
-        {
-          std::lock_guard<std::mutex> g(fds_mu_);
-          fds_.erase(fd);
-        }
-        close(fd);
-        active_.fetch_sub(1);
-      }
-    }
-  } else if (res == -EINVAL && l.multishot && !stopping_.load()) {
-    l.multishot = false;  // a kernel without multishot accept
-  } else if (res != -ECANCELED && !stopping_.load()) {
-    OL_LOG_EVERY_N_SEC(kWarning, 5) << "http: accept: " << ErrnoStatus(-res, "accept").message();
-  }
-  if (more) return;
-  if (stopping_.load()) {
-    close(l.fd);
-    l.fd = -1;
-    l.done.store(true);
-    return;
-  }
-  io::Reactor::Current()->Accept(l.fd, l.multishot, &l);
-}
+size_t Server::connections() const { return acceptor_ ? acceptor_->open() : 0; }
 
-io::Task<void> Server::Serve(int fd) {
+io::Task<void> Server::Serve(io::Connection conn) {
   Exchange::Conn c;
   c.server = this;
   c.opts = &opts_;
   c.r = io::Reactor::Current();
-  c.fd = fd;
+  c.fd = conn.fd();
   while (!stopping_.load()) {
     // A request head.
     Request req;
@@ -473,38 +398,20 @@ io::Task<void> Server::Serve(int fd) {
       if (!ok || !ex.body_done_) break;
     }
   }
-  {
-    std::lock_guard<std::mutex> g(fds_mu_);
-    fds_.erase(fd);
-  }
-  close(fd);
-  active_.fetch_sub(1, std::memory_order_release);
+  // `conn` goes with the frame: the socket closes and its place among max_connections is free.
 }
 
 void Server::Stop() {
-  if (stopping_.exchange(true)) return;
-  if (listener_ != nullptr && listener_->fd >= 0) {
-    // Wakes the pending accept; its completion closes the socket.
-    shutdown(listener_->fd, SHUT_RDWR);
-    Listener* l = listener_.get();
-    if (!rt_.running() || !rt_.RunOn(0, [l] { io::Reactor::Current()->Cancel(l, nullptr); }).ok()) {
-      close(l->fd);  // no reactor left to complete the accept
-      l->fd = -1;
-      l->done.store(true);
-    }
-  }
-  {
-    std::lock_guard<std::mutex> g(fds_mu_);
-    for (int fd : fds_) shutdown(fd, SHUT_RDWR);
-  }
+  if (stopping_.exchange(true) || acceptor_ == nullptr) return;
+  io::Acceptor* a = acceptor_.get();
+  if (rt_.running()) (void)rt_.RunOn(0, [a] { a->StopAccepting(); });
+  a->ShutdownAll();  // in-flight exchanges see their reads and sends fail
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while ((active_.load(std::memory_order_acquire) > 0 ||
-          (listener_ != nullptr && !listener_->done.load())) &&
-         absl::Now() < deadline) {
+  while ((a->open() > 0 || (rt_.running() && a->listening())) && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(1));
   }
-  if (active_.load() > 0) {
-    OL_LOG(kWarning) << "http: " << active_.load() << " connections still open after stop";
+  if (a->open() > 0) {
+    OL_LOG(kWarning) << "http: " << a->open() << " connections still open after stop";
   }
 }
 

@@ -20,10 +20,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -34,6 +32,7 @@
 #include "openlake/io/socket.h"
 #include "openlake/io/task.h"
 #include "http/framing.h"
+#include "io/acceptor.h"
 
 namespace openlake::http {
 
@@ -134,29 +133,24 @@ class Server {
 
   uint16_t port() const { return port_; }
   const io::SocketAddress& address() const { return addr_; }
-  size_t connections() const { return active_.load(std::memory_order_acquire); }
+  size_t connections() const;
 
   // Stops accepting, ends every connection (in-flight exchanges see their sends and reads
   // fail) and waits for their coroutines to finish. Not from a reactor thread. Idempotent.
   void Stop();
 
  private:
-  struct Listener;
   Server(io::Runtime& rt, ServerOptions options, Handler handler);
-  void OnAccept(int32_t res, uint32_t flags);
-  io::Task<void> Serve(int fd);
+  io::Task<void> Serve(io::Connection conn);
 
   io::Runtime& rt_;
   ServerOptions opts_;
   Handler handler_;
   io::SocketAddress addr_;
   uint16_t port_ = 0;
-  std::unique_ptr<Listener> listener_;
-  std::atomic<size_t> active_{0};
+  std::unique_ptr<io::Acceptor> acceptor_;  // on reactor 0
   std::atomic<bool> stopping_{false};
-  std::atomic<unsigned> next_reactor_{0};
-  std::mutex fds_mu_;
-  std::unordered_set<int> fds_;  // open connections, for Stop to shut down
+  unsigned next_reactor_ = 0;  // reactor 0's thread only
 };
 
 }  // namespace openlake::http

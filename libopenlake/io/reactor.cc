@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <future>
 #include <thread>
 
@@ -86,6 +87,7 @@ ReactorImpl::ReactorImpl(Reactor* self, unsigned num_reactors, const RuntimeOpti
     : self_(self) {
   for (unsigned i = 0; i < num_reactors; ++i) {
     inbound_.push_back(std::make_unique<SpscQueue<TaskFn>>(options.queue_capacity));
+    backlog_.emplace_back();
   }
   wake_completion_ = std::make_unique<WakeCompletion>(this);
 }
@@ -217,7 +219,24 @@ bool ReactorImpl::HasInput() {
   return false;
 }
 
+void ReactorImpl::FlushBacklog() {
+  for (size_t to = 0; to < backlog_.size() && backlogged_ > 0; ++to) {
+    std::deque<TaskFn>& q = backlog_[to];
+    if (q.empty()) continue;
+    ReactorImpl& dst = *self_->runtime().reactor(static_cast<unsigned>(to)).impl_;
+    SpscQueue<TaskFn>& ring = *dst.inbound_[self_->id()];
+    bool moved = false;
+    while (!q.empty() && ring.TryPush(q.front())) {
+      q.pop_front();
+      --backlogged_;
+      moved = true;
+    }
+    if (moved) dst.Wake();
+  }
+}
+
 bool ReactorImpl::RunTasks() {
+  if (backlogged_ > 0) FlushBacklog();
   bool ran = false;
   if (!deferred_.empty()) {
     std::vector<TaskFn> batch;
@@ -326,14 +345,15 @@ void ReactorImpl::Run() {
         sleeping_.store(false, std::memory_order_relaxed);
       } else {
         block = true;
+        int64_t wait = 3600 * int64_t{1000000000};
         if (!timer_heap_.empty()) {
-          int64_t wait = timer_heap_.top().deadline_ns - MonotonicNs();
+          wait = timer_heap_.top().deadline_ns - MonotonicNs();
           if (wait < 0) wait = 0;
-          ts.tv_sec = wait / 1000000000;
-          ts.tv_nsec = wait % 1000000000;
-        } else {
-          ts.tv_sec = 3600;
         }
+        // A backlog waits for its target to drain its queue: look again soon, without spinning.
+        if (backlogged_ > 0) wait = std::min<int64_t>(wait, 100000);
+        ts.tv_sec = wait / 1000000000;
+        ts.tv_nsec = wait % 1000000000;
       }
     }
     const int64_t t1 = MonotonicNs();
@@ -525,10 +545,17 @@ bool Reactor::TrySendTo(unsigned target, TaskFn& fn) {
     Defer(std::move(fn));
     return true;
   }
+  if (!impl_->backlog_[target].empty()) return false;  // would overtake what waits there
   ReactorImpl& dst = *runtime_->reactor(target).impl_;
   if (!dst.inbound_[id_]->TryPush(fn)) return false;
   dst.Wake();
   return true;
+}
+
+void Reactor::SendTo(unsigned target, TaskFn fn) {
+  if (TrySendTo(target, fn)) return;
+  impl_->backlog_[target].push_back(std::move(fn));
+  ++impl_->backlogged_;
 }
 
 void Reactor::AtStop(TaskFn fn) { impl_->at_stop_.push_back(std::move(fn)); }

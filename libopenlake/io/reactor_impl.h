@@ -3,6 +3,7 @@
 
 #include <liburing.h>
 
+#include <deque>
 #include <queue>
 #include <vector>
 
@@ -58,6 +59,11 @@ class ReactorImpl {
 
   // inbound_[from] carries tasks from reactor `from` to this one.
   std::vector<std::unique_ptr<SpscQueue<TaskFn>>> inbound_;
+  // backlog_[to]: what SendTo could not fit into reactor `to`'s queue from this one, in order;
+  // FlushBacklog moves it on. `backlogged_` counts the tasks waiting in all of them.
+  std::vector<std::deque<TaskFn>> backlog_;
+  size_t backlogged_ = 0;
+  void FlushBacklog();
   absl::Mutex external_mu_;
   std::vector<TaskFn> external_ ABSL_GUARDED_BY(external_mu_);
   bool external_closed_ ABSL_GUARDED_BY(external_mu_) = false;  // the loop has ended

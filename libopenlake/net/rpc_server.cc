@@ -6,8 +6,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 
-#include "openlake/strings.h"
+#include "io/acceptor.h"
 #include "net/frame.h"
+#include "openlake/strings.h"
 
 #include "openlake/log.h"
 #include "openlake/net/rpc.h"
@@ -21,27 +22,12 @@ namespace openlake::net {
 
 class RpcServer::Impl {
  public:
-  struct Listener;
   struct Connection;
 
   Impl(RpcServer* owner, io::Reactor& r, RpcServerOptions opts)
       : owner_(owner), reactor_(r), opts_(std::move(opts)) {
     if (opts_.version.empty()) opts_.version = std::string(Version());
   }
-
-  // ---- Listeners
-  struct Listener final : io::Completion {
-    Impl* impl;
-    int fd = -1;
-    io::SocketAddress addr;
-    bool require_auth = false;
-    bool multishot = true;
-    bool closed = false;
-    bool armed = false;
-    void Complete(int32_t res, uint32_t flags) noexcept override {
-      impl->OnAccept(this, res, flags);
-    }
-  };
 
   // ---- Connections
   struct RecvOp final : io::Completion {
@@ -60,7 +46,8 @@ class RpcServer::Impl {
   struct Connection {
     Impl* impl;
     ConnectionInfo info;
-    int fd = -1;
+    io::Connection conn;  // the socket, and its place among max_connections
+    int fd = -1;          // conn.fd()
     RecvOp recv_op;
     SendOp send_op;
     std::unique_ptr<char[]> in;
@@ -75,15 +62,13 @@ class RpcServer::Impl {
     bool closing_after_send = false;
     int ops = 0;  // operations in flight
     uint8_t nonce[kNonceBytes];
-    io::TimerId auth_timer;
     // Send state for the sendmsg in flight.
     iovec iov[64];
     msghdr msg{};
     alignas(cmsghdr) char cmsg[CMSG_SPACE(sizeof(int))];
   };
 
-  void OnAccept(Listener* l, int32_t res, uint32_t flags);
-  void ArmAccept(Listener* l);
+  void OnConnection(io::Connection conn, bool require_auth);
   void ArmRecv(Connection* c);
   void OnRecv(Connection* c, int32_t res);
   void ProcessInput(Connection* c);
@@ -95,15 +80,14 @@ class RpcServer::Impl {
   void MaybeFinalize(Connection* c);
   void RunHook(Connection* c);
   void StopAll();
-  bool Drained() const { return conns_.empty() && listeners_in_flight_ == 0; }
+  bool Drained() const { return conns_.empty() && !acceptor_->listening(); }
 
   RpcServer* owner_;  // null once the RpcServer is gone
   io::Reactor& reactor_;
   RpcServerOptions opts_;
   absl::flat_hash_map<uint16_t, Handler> handlers_;
   ConnectionHook disconnect_hook_;
-  std::vector<std::unique_ptr<Listener>> listeners_;
-  int listeners_in_flight_ = 0;
+  std::unique_ptr<io::Acceptor> acceptor_;  // before conns_: it outlives them
   absl::flat_hash_map<uint64_t, std::unique_ptr<Connection>> conns_;
   uint64_t next_conn_id_ = 1;
   bool stopping_ = false;
@@ -122,89 +106,34 @@ void RpcServer::Impl::SendOp::Complete(int32_t res, uint32_t) noexcept {
   c->impl->OnSent(c, res);
 }
 
-void RpcServer::Impl::ArmAccept(Listener* l) {
-  if (l->closed || l->armed) return;
-  l->armed = true;
-  ++listeners_in_flight_;
-  reactor_.Accept(l->fd, l->multishot, l);
-}
+void RpcServer::Impl::OnConnection(io::Connection conn, bool require_auth) {
+  auto owned = std::make_unique<Connection>();
+  Connection* c = owned.get();
+  c->impl = this;
+  c->fd = conn.fd();
+  c->recv_op.c = c;
+  c->send_op.c = c;
+  c->info.id = next_conn_id_++;
+  c->info.is_unix = conn.is_unix();
+  c->info.peer = conn.peer();
+  c->info.peer_pid = conn.peer_pid();
+  c->info.peer_uid = conn.peer_uid();
+  c->info.authenticated = !require_auth;
+  c->conn = std::move(conn);
+  c->in_cap = 64 << 10;
+  c->in = std::make_unique<char[]>(c->in_cap);
+  RandomBytes(c->nonce, kNonceBytes);
+  conns_.emplace(c->info.id, std::move(owned));
+  if (owner_) ++owner_->counters_.accepted;
 
-void RpcServer::Impl::OnAccept(Listener* l, int32_t res, uint32_t flags) {
-  if (!(flags & io::kCqeMore)) {
-    l->armed = false;
-    --listeners_in_flight_;
-    if (l->closed && l->fd >= 0) {  // the last accept is back: the socket can go
-      close(l->fd);
-      l->fd = -1;
-    }
-  }
-  if (res == -EINVAL && l->multishot && !l->closed) {
-    l->multishot = false;  // kernel without multishot accept
-  } else if (res < 0) {
-    if (!l->closed && res != -ECANCELED) {
-      OL_LOG_EVERY_N_SEC(kWarning, 5)
-          << "accept on " << l->addr.ToString() << ": " << ErrnoStatus(res, "accept").message();
-    }
-  } else {
-    const int fd = res;
-    if (l->closed || stopping_ || conns_.size() >= opts_.max_connections) {
-      if (!l->closed && !stopping_) {
-        OL_LOG_EVERY_N_SEC(kWarning, 5) << "refusing connection on " << l->addr.ToString() << ": "
-                                        << conns_.size() << " connections open";
-      }
-      close(fd);
-    } else {
-      auto conn = std::make_unique<Connection>();
-      Connection* c = conn.get();
-      c->impl = this;
-      c->fd = fd;
-      c->recv_op.c = c;
-      c->send_op.c = c;
-      c->info.id = next_conn_id_++;
-      c->info.is_unix = l->addr.is_unix();
-      sockaddr_storage ss{};
-      socklen_t len = sizeof(ss);
-      if (c->info.is_unix) {
-        c->info.peer = l->addr;  // unix peers are unnamed; name the socket they came in on
-      } else if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
-        c->info.peer = io::SocketAddress::FromSockaddr(reinterpret_cast<sockaddr*>(&ss), len);
-      }
-      if (c->info.is_unix) {
-        ucred cred{};
-        socklen_t cl = sizeof(cred);
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
-          c->info.peer_pid = cred.pid;
-          c->info.peer_uid = cred.uid;
-        }
-      } else {
-        io::TuneStreamSocket(fd);
-      }
-      c->info.authenticated = !l->require_auth;
-      c->in_cap = 64 << 10;
-      c->in = std::make_unique<char[]>(c->in_cap);
-      RandomBytes(c->nonce, kNonceBytes);
-      conns_.emplace(c->info.id, std::move(conn));
-      if (owner_) ++owner_->counters_.accepted;
-
-      FrameHeader h;
-      h.type = FrameType::kHello;
-      OutFrame hello;
-      AppendFrame(h, EncodeHello(l->require_auth, c->nonce, opts_.version), &hello.bytes);
-      Queue(c, std::move(hello));
-      if (l->require_auth) {
-        const uint64_t id = c->info.id;
-        c->auth_timer = reactor_.After(opts_.auth_timeout, [this, id] {
-          auto it = conns_.find(id);
-          if (it != conns_.end() && !it->second->info.authenticated) {
-            if (owner_) ++owner_->counters_.auth_failures;
-            CloseConn(it->second.get(), "no authentication before the deadline", false);
-          }
-        });
-      }
-      ArmRecv(c);
-    }
-  }
-  if (!l->armed && !l->closed && !stopping_) ArmAccept(l);
+  FrameHeader h;
+  h.type = FrameType::kHello;
+  OutFrame hello;
+  AppendFrame(h, EncodeHello(require_auth, c->nonce, opts_.version), &hello.bytes);
+  Queue(c, std::move(hello));
+  // Past the deadline the acceptor shuts the socket down; OnRecv then closes it as such.
+  if (require_auth) c->conn.SetDeadline(absl::Now() + opts_.auth_timeout);
+  ArmRecv(c);
 }
 
 void RpcServer::Impl::ArmRecv(Connection* c) {
@@ -224,6 +153,10 @@ void RpcServer::Impl::ArmRecv(Connection* c) {
 
 void RpcServer::Impl::OnRecv(Connection* c, int32_t res) {
   if (c->closing) return MaybeFinalize(c);
+  if (res <= 0 && c->conn.expired()) {  // the handshake deadline passed (OnConnection)
+    if (owner_) ++owner_->counters_.auth_failures;
+    return CloseConn(c, "no authentication before the deadline", false);
+  }
   if (res == 0) return CloseConn(c, "", false);  // orderly close by the peer
   if (res < 0) {
     if (res == -EINTR || res == -EAGAIN) return ArmRecv(c);
@@ -290,7 +223,7 @@ void RpcServer::Impl::HandleFrame(Connection* c, const FrameHeader& h, std::stri
       return;
     }
     c->info.authenticated = true;
-    reactor_.CancelTimer(c->auth_timer);
+    c->conn.ClearDeadline();
     AppendFrame(reply, "", &f.bytes);
     Queue(c, std::move(f));
     return;
@@ -408,7 +341,6 @@ void RpcServer::Impl::CloseConn(Connection* c, std::string_view reason, bool pro
     OL_LOG_EVERY_N_SEC(kInfo, 1) << "closing connection " << c->info.id << " from "
                                  << c->info.peer.ToString() << ": " << reason;
   }
-  reactor_.CancelTimer(c->auth_timer);
   // shutdown() ends the recv and send in flight (they complete with 0 or an error); the
   // descriptor is closed once both have come back.
   shutdown(c->fd, SHUT_RDWR);
@@ -424,25 +356,12 @@ void RpcServer::Impl::RunHook(Connection* c) {
 
 void RpcServer::Impl::MaybeFinalize(Connection* c) {
   if (!c->closing || c->ops > 0) return;
-  close(c->fd);
-  conns_.erase(c->info.id);  // destroys *c
+  conns_.erase(c->info.id);  // destroys *c; its io::Connection closes the socket
 }
 
 void RpcServer::Impl::StopAll() {
   stopping_ = true;
-  for (auto& l : listeners_) {
-    if (l->closed) continue;
-    l->closed = true;
-    if (!l->armed) {
-      close(l->fd);
-      l->fd = -1;
-      continue;
-    }
-    // Ends the accept in flight; its CQE comes back as -ECANCELED or an error, and OnAccept
-    // closes the socket then.
-    shutdown(l->fd, SHUT_RDWR);
-    reactor_.Cancel(l.get(), nullptr);
-  }
+  acceptor_->StopAccepting();
   std::vector<Connection*> all;
   for (auto& [id, c] : conns_) all.push_back(c.get());
   for (Connection* c : all) CloseConn(c, "", false);
@@ -462,7 +381,14 @@ absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Create(io::Reactor& reacto
   if (options.max_frame_bytes < 1024) {
     return absl::InvalidArgumentError("max_frame_bytes must be at least 1024");
   }
-  return std::unique_ptr<RpcServer>(new RpcServer(reactor, std::move(options)));
+  io::AcceptorOptions ao;
+  ao.name = "rpc";
+  ao.max_connections = options.max_connections;
+  OL_ASSIGN_OR_RETURN(std::unique_ptr<io::Acceptor> acceptor,
+                      io::Acceptor::Create(reactor, std::move(ao)));
+  std::unique_ptr<RpcServer> server(new RpcServer(reactor, std::move(options)));
+  server->impl_->acceptor_ = std::move(acceptor);
+  return server;
 }
 
 RpcServer::~RpcServer() {
@@ -473,13 +399,9 @@ RpcServer::~RpcServer() {
   impl_->owner_ = nullptr;
   Impl* impl = impl_.release();
   // Listener sockets close when their last accept has come back; the Impl (which in-flight
-  // operations point into) is freed once the reactor has torn its ring down.
-  reactor_.AtExit([impl] {
-    for (auto& l : impl->listeners_) {
-      if (l->fd >= 0) close(l->fd);
-    }
-    delete impl;
-  });
+  // operations point into, its acceptor's among them) is freed once the reactor has torn its
+  // ring down.
+  reactor_.AtExit([impl] { delete impl; });
 }
 
 void RpcServer::Register(uint16_t method, Handler handler) {
@@ -497,17 +419,11 @@ absl::StatusOr<io::SocketAddress> RpcServer::Listen(const io::SocketAddress& add
         StrCat("refusing to listen on ", addr.ToString(),
                ": it is beyond loopback and no shared secret is configured (set rpc_secret)"));
   }
-  OL_ASSIGN_OR_RETURN(int fd, io::Listen(addr, options));
-  auto bound = io::LocalAddress(fd);
-  auto l = std::make_unique<Impl::Listener>();
-  l->impl = impl_.get();
-  l->fd = fd;
-  l->addr = bound.ok() ? *bound : addr;
-  l->require_auth = !loopback;
-  Impl::Listener* raw = l.get();
-  impl_->listeners_.push_back(std::move(l));
-  impl_->ArmAccept(raw);
-  return raw->addr;
+  Impl* impl = impl_.get();
+  const bool require_auth = !loopback;
+  return impl->acceptor_->Listen(addr, options, [impl, require_auth](io::Connection conn) {
+    impl->OnConnection(std::move(conn), require_auth);
+  });
 }
 
 void RpcServer::Stop() { impl_->StopAll(); }

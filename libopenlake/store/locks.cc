@@ -4,6 +4,7 @@
 
 #include "absl/hash/hash.h"
 
+#include "openlake/io/task.h"
 #include "openlake/strings.h"
 
 namespace openlake::store {
@@ -63,15 +64,12 @@ void NamespaceLocks::Unlock(std::string_view name, bool exclusive) {
     }
     if (!e.writer && e.readers == 0 && e.waiters.empty()) s.map.erase(it);
   }
-  io::Reactor* here = io::Reactor::Current();
+  // Each waiter goes on on the reactor it waited on (a message when that is another core).
   for (const Waiter& w : wake) {
-    std::coroutine_handle<> h = w.h;
-    if (w.reactor == here && here != nullptr) {
-      here->Defer([h] { h.resume(); });
-    } else if (w.reactor != nullptr) {
-      w.reactor->runtime().Post(w.reactor->id(), [h] { h.resume(); });
+    if (w.reactor != nullptr) {
+      io::ResumeOn(*w.reactor, w.h);
     } else {
-      h.resume();
+      w.h.resume();  // it waited off any reactor (a test thread)
     }
   }
 }

@@ -9,9 +9,11 @@
 // therefore serialised at commit and each drive ends with one whole version.
 //
 // Waiting is asynchronous: a coroutine that cannot have the lock suspends, and the holder's
-// release resumes it on its own reactor (through Runtime::Post when that is another core).
-// The table is striped; each stripe's mutex is held for a few instructions, never across a
-// suspension. Grants are FIFO, so a stream of readers cannot starve a writer.
+// release resumes it on its own reactor (io::ResumeOn: a message on the reactors' queues when
+// that is another core). The table is shared by every reactor, the store's one declared
+// exception to core-local state (docs/architecture.md, "The object store across cores"): it is
+// striped, and each stripe's mutex is held for a few instructions, never across a suspension.
+// Grants are FIFO, so a stream of readers cannot starve a writer.
 #pragma once
 
 #include <coroutine>

@@ -128,9 +128,10 @@ absl::Status OpenFiles(WriterState& st) {
 }
 
 // Hashes `len` bytes of window `w` for the ETag. MD5 is serial and about as fast as the disk, so
-// where the runtime has another reactor the hash runs there (posted in order, so updates stay
-// in order), while this one encodes, checksums and writes: it is one more operation of the
-// window's batch, which completes back here, and the window is not reused before it is done.
+// where the runtime has another reactor the hash runs there (sent as messages, which run in the
+// order they were sent, so the updates do too), while this one encodes, checksums and writes: it
+// is one more operation of the window's batch, which completes back here by a message, and the
+// window is not reused before it is done.
 void HashWindow(WriterState& st, Window& w, const std::byte* data, uint64_t len) {
   if (!st.e->options().etag_md5) return;  // the ETag comes from the CRC-64s (CrcEtag)
   io::Reactor& r = *io::Reactor::Current();
@@ -146,15 +147,10 @@ void HashWindow(WriterState& st, Window& w, const std::byte* data, uint64_t len)
   Md5* md5 = &st.md5;
   w.slot_pos.push_back(-1);
   w.batch->Add([&](io::Completion* c) {
-    const bool queued = rt.Post(helper, [&rt, md5, data, len, origin, c] {
+    r.SendTo(helper, [md5, data, len, origin, c] {
       md5->Update(data, len);
-      // Fails only while the runtime stops, when nothing waits any more.
-      (void)rt.Post(origin, [c] { c->Complete(0, 0); });
+      io::Reactor::Current()->SendTo(origin, [c] { c->Complete(0, 0); });
     });
-    if (!queued) {
-      md5->Update(data, len);
-      r.Defer([c] { c->Complete(0, 0); });
-    }
   });
 }
 

@@ -13,9 +13,10 @@
 //
 // Cores talk only through messages: TrySendTo(core, task) moves a task into a bounded
 // single-producer/single-consumer queue owned by the pair (this core → that core). A full queue
-// answers false; the sender decides (retry on a timer, fail the request). Threads that are not
-// reactors (main, signal handling, tests) use Runtime::Post, which goes through a small
-// mutex-protected inbox: a control path, never a data path.
+// answers false; the sender decides (retry on a timer, fail the request), or uses SendTo, which
+// keeps what does not fit in an ordered backlog on the sender. Threads that are not reactors
+// (main, signal handling, tests) use Runtime::Post, which goes through a small mutex-protected
+// inbox: a control path, never a data path.
 //
 // Each loop iteration: run posted tasks and messages → fire due timers → one
 // io_uring_submit_and_wait_timeout (sleeps until a completion, a message or the next timer) →
@@ -132,8 +133,15 @@ class OL_EXPORT Reactor {
 
   // ---- Messages to other cores. This reactor's thread only.
   // Moves `fn` to reactor `target` (which runs it on its own thread). False when the bounded
-  // queue from this core to `target` is full; `fn` is then left untouched for the caller.
+  // queue from this core to `target` is full (or SendTo's backlog to it is not empty); `fn` is
+  // then left untouched for the caller.
   bool TrySendTo(unsigned target, TaskFn& fn);
+  // The same, never refused: when the queue is full, `fn` waits in a backlog on this reactor
+  // that the loop moves into the queue as `target` drains it. Messages from this reactor to
+  // `target` run in the order they were sent, whichever way each went. For work that must
+  // arrive (resuming a coroutine on its own core, a connection handed over); a backlog left when
+  // this reactor stops is dropped with it. A send to this reactor itself is a Defer.
+  void SendTo(unsigned target, TaskFn fn);
   // Runs `fn` on this reactor's thread just before the runtime stops it (services close their
   // listeners here). LIFO order.
   void AtStop(TaskFn fn);

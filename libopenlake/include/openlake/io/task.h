@@ -37,6 +37,7 @@
 // stop a runtime only once its work is done.
 #pragma once
 
+#include <cerrno>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
@@ -287,6 +288,62 @@ class IoBatch {
   size_t pending_ = 0;
   std::coroutine_handle<> waiter_ = nullptr;
 };
+
+// One reactor operation with a deadline: `submit(completion)` issues it as Op does; past
+// `timeout` the operation is cancelled and co_await yields -ETIMEDOUT (a result that came
+// first is kept). For socket reads and writes a peer may leave hanging.
+//
+//   const int32_t n = co_await io::TimedOp(r, absl::Seconds(30), [&](io::Completion* c) {
+//     r.Recv(fd, buf, len, 0, c);
+//   });
+template <typename Submit>
+class [[nodiscard]] TimedOp final : public Completion {
+ public:
+  TimedOp(Reactor& r, absl::Duration timeout, Submit submit)
+      : r_(r), timeout_(timeout), submit_(std::move(submit)) {}
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) {
+    h_ = h;
+    submit_(static_cast<Completion*>(this));
+    timer_ = r_.After(timeout_, [this] {
+      timed_out_ = true;
+      r_.Cancel(this, nullptr);
+    });
+  }
+  int32_t await_resume() const noexcept { return timed_out_ && res_ < 0 ? -ETIMEDOUT : res_; }
+  void Complete(int32_t res, uint32_t) noexcept override {
+    res_ = res;
+    if (!timed_out_) r_.CancelTimer(timer_);
+    h_.resume();  // may destroy *this: nothing after it
+  }
+
+ private:
+  Reactor& r_;
+  absl::Duration timeout_;
+  Submit submit_;
+  std::coroutine_handle<> h_;
+  TimerId timer_;
+  bool timed_out_ = false;
+  int32_t res_ = 0;
+};
+template <typename Submit>
+TimedOp(Reactor&, absl::Duration, Submit) -> TimedOp<Submit>;
+
+// Resumes `h` on `home`'s thread, the reactor it suspended on: on a later turn of that loop when
+// called there; through the ordered message queue (Reactor::SendTo) from another reactor of
+// the same runtime; through Runtime::Post from any other thread. What wakes a coroutine that
+// waits on shared state (a lock another core releases) uses it, so the coroutine never changes
+// core.
+inline void ResumeOn(Reactor& home, std::coroutine_handle<> h) {
+  Reactor* here = Reactor::Current();
+  if (here == &home) {
+    here->Defer([h] { h.resume(); });
+  } else if (here != nullptr && &here->runtime() == &home.runtime()) {
+    here->SendTo(home.id(), [h] { h.resume(); });
+  } else {
+    (void)home.runtime().Post(home.id(), [h] { h.resume(); });
+  }
+}
 
 // Resumes on a later turn of the current reactor's loop (lets other work run).
 struct Yield {
