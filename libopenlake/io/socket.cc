@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "absl/strings/numbers.h"
@@ -240,6 +242,115 @@ absl::StatusOr<SocketAddress> LocalAddress(int fd) {
     return ErrnoStatus(errno, "getsockname");
   }
   return SocketAddress::FromSockaddr(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+// ---- Blocking transfers
+
+namespace {
+
+int PollTimeoutMs(absl::Time deadline) {
+  if (deadline == absl::InfiniteFuture()) return -1;
+  const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+  if (ms <= 0) return 0;
+  return ms > INT32_MAX ? INT32_MAX : static_cast<int>(ms);
+}
+
+}  // namespace
+
+bool WaitReady(int fd, short events, absl::Time deadline, absl::Duration spin) {
+  pollfd p{fd, events, 0};
+  // poll with a zero timeout is a cheap call that never sleeps.
+  if (spin > absl::ZeroDuration()) {
+    const absl::Time spin_end = std::min(deadline, absl::Now() + spin);
+    do {
+      if (poll(&p, 1, 0) > 0) return true;
+    } while (absl::Now() < spin_end);
+  }
+  while (true) {
+    const int rc = poll(&p, 1, PollTimeoutMs(deadline));
+    if (rc > 0) return true;
+    if (rc == 0) return false;
+    if (errno != EINTR) return true;  // let the transfer report the error
+  }
+}
+
+absl::Status SendAll(int fd, iovec* iov, size_t count, std::string_view peer,
+                     absl::Time deadline, absl::Duration stall) {
+  size_t first = 0;
+  while (first < count && iov[first].iov_len == 0) ++first;
+  while (first < count) {
+    msghdr msg{};
+    msg.msg_iov = iov + first;
+    msg.msg_iovlen = count - first;
+    const ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        return ErrnoStatus(errno, StrCat("send to ", peer));
+      }
+      const absl::Time wait_until =
+          stall == absl::InfiniteDuration() ? deadline : std::min(deadline, absl::Now() + stall);
+      if (!WaitReady(fd, POLLOUT, wait_until)) {
+        return absl::DeadlineExceededError(
+            StrCat("sending to ", peer, ": no progress before the deadline"));
+      }
+      continue;
+    }
+    auto left = static_cast<size_t>(n);
+    while (first < count && left >= iov[first].iov_len) {
+      left -= iov[first].iov_len;
+      iov[first].iov_len = 0;
+      ++first;
+    }
+    if (first < count) {
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+      iov[first].iov_len -= left;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> RecvSome(int fd, void* buf, size_t len, std::string_view peer,
+                                absl::Time deadline, absl::Duration spin, std::vector<int>* fds) {
+  bool waited = false;
+  while (true) {
+    iovec iov{buf, len};
+    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 8)];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf;
+    msg.msg_controllen = sizeof(cbuf);
+    const ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        return ErrnoStatus(errno, StrCat("receive from ", peer));
+      }
+      if (waited && absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(StrCat("no answer from ", peer, " before the deadline"));
+      }
+      if (!WaitReady(fd, POLLIN, deadline, waited ? absl::ZeroDuration() : spin)) {
+        return absl::DeadlineExceededError(StrCat("no answer from ", peer, " before the deadline"));
+      }
+      waited = true;
+      continue;
+    }
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
+      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+      const size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < k; ++i) {
+        int rfd;
+        std::memcpy(&rfd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+        if (fds != nullptr) {
+          fds->push_back(rfd);
+        } else {
+          close(rfd);
+        }
+      }
+    }
+    return static_cast<size_t>(n);
+  }
 }
 
 }  // namespace openlake::io

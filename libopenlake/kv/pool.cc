@@ -363,10 +363,10 @@ void Pool::EndPins(Session& sess, PinBatch& batch) {
 
 // ---- Operations ---------------------------------------------------------------------------------
 
-absl::StatusOr<std::vector<Pool::Grant>> Pool::Reserve(uint64_t session, NsRef ref, uint32_t count,
+absl::StatusOr<std::vector<SlotGrant>> Pool::Reserve(uint64_t session, NsRef ref, uint32_t count,
                                                        bool allow_partial, int64_t now_ns) {
   OL_ASSIGN_OR_RETURN(NamespaceState * ns, Check(ref));
-  if (count == 0) return std::vector<Grant>{};
+  if (count == 0) return std::vector<SlotGrant>{};
   const uint64_t max_slots = uint64_t{classes_[ns->cls].slots_per_segment} * header_->segment_count;
   if (count > max_slots && allow_partial) count = static_cast<uint32_t>(max_slots);
   if (count > max_slots) {
@@ -415,7 +415,7 @@ absl::StatusOr<std::vector<Pool::Grant>> Pool::Reserve(uint64_t session, NsRef r
         " bytes could be had; every other slot is pinned by readers or reserved by writers"));
   }
   Session& sess = sessions_[session];
-  std::vector<Grant> out;
+  std::vector<SlotGrant> out;
   out.reserve(got.size());
   const int64_t deadline = now_ns + options_.lease_ns;
   for (uint64_t slot : got) {
@@ -433,7 +433,7 @@ absl::StatusOr<std::vector<Pool::Grant>> Pool::Reserve(uint64_t session, NsRef r
     h->generation.store(m->generation, std::memory_order_release);
     sess.reservations.insert(slot);
     ++reserved_;
-    out.push_back(Grant{slot, OffsetOf(slot), m->generation});
+    out.push_back(SlotGrant{slot, OffsetOf(slot), m->generation});
   }
   return out;
 }
@@ -511,13 +511,13 @@ absl::Status Pool::Commit(uint64_t session, NsRef ref, absl::Span<const CommitEn
   return absl::OkStatus();
 }
 
-absl::StatusOr<Pool::Pinned> Pool::Lookup(uint64_t session, NsRef ref,
+absl::StatusOr<Pins> Pool::Lookup(uint64_t session, NsRef ref,
                                           absl::Span<const BlockKey> keys, int64_t now_ns) {
   OL_ASSIGN_OR_RETURN(NamespaceState * ns, Check(ref));
   last_now_ns_ = now_ns;
   ++counters_.lookups;
   counters_.lookup_keys += keys.size();
-  Pinned out;
+  Pins out;
   out.hits.reserve(keys.size());
   const int64_t stamp = Stamp(now_ns);
   PinBatch batch;
@@ -542,7 +542,7 @@ absl::StatusOr<Pool::Pinned> Pool::Lookup(uint64_t session, NsRef ref,
     }
     Touch(m, slot, stamp);
     batch.slots.push_back(slot);
-    out.hits.push_back(Hit{slot, OffsetOf(slot), m->generation, m->checksum});
+    out.hits.push_back(SlotHit{slot, OffsetOf(slot), m->generation, m->checksum});
   }
   counters_.hits += out.hits.size();
   counters_.misses += keys.size() - out.hits.size();
@@ -589,7 +589,7 @@ absl::Status Pool::Release(uint64_t session, absl::Span<const uint64_t> pin_batc
   return absl::OkStatus();
 }
 
-absl::StatusOr<Pool::ExistsResult> Pool::Exists(NsRef ref, absl::Span<const BlockKey> keys) const {
+absl::StatusOr<ExistsResult> Pool::Exists(NsRef ref, absl::Span<const BlockKey> keys) const {
   OL_ASSIGN_OR_RETURN(const NamespaceState* ns, Check(ref));
   ExistsResult r;
   r.present.resize(keys.size());

@@ -55,31 +55,8 @@ struct PoolOptions {
 
 class Pool {
  public:
-  struct Grant {
-    uint64_t slot = 0;    // slot id: (segment << 32) | index
-    uint64_t offset = 0;  // of the slot's bytes from the slab's start
-    uint64_t generation = 0;
-  };
-  struct CommitEntry {
-    uint64_t slot = 0;
-    BlockKey key;
-    uint64_t checksum = 0;
-    uint32_t depth = 0;  // position of the block in its chain (0 = first block of a prompt)
-  };
-  struct Hit {
-    uint64_t slot = 0;
-    uint64_t offset = 0;
-    uint64_t generation = 0;
-    uint64_t checksum = 0;
-  };
-  struct Pinned {
-    uint64_t batch = 0;  // pin batch id (0 when nothing was found)
-    std::vector<Hit> hits;
-  };
-  struct ExistsResult {
-    uint32_t prefix = 0;        // leading keys present
-    std::vector<bool> present;  // every key
-  };
+  // The values it answers are the client's own (openlake/kv/types.h): SlotGrant, CommitEntry,
+  // SlotHit, Pins, ExistsResult.
 
   // `slab` is the mapped slab with a valid header; the pool formats segments as it uses them.
   Pool(void* slab, PoolOptions options);
@@ -98,7 +75,7 @@ class Pool {
 
   // Reserves `count` slots for `ns`. With `allow_partial`, returns as many as could be had
   // (ResourceExhausted only when none); without, all or ResourceExhausted.
-  absl::StatusOr<std::vector<Grant>> Reserve(uint64_t session, NsRef ns, uint32_t count,
+  absl::StatusOr<std::vector<SlotGrant>> Reserve(uint64_t session, NsRef ns, uint32_t count,
                                              bool allow_partial, int64_t now_ns);
   // Makes the blocks visible, all or none: every slot must be reserved by this session for this
   // namespace with its lease still running (FailedPrecondition otherwise, naming the entry),
@@ -106,7 +83,7 @@ class Pool {
   absl::Status Commit(uint64_t session, NsRef ns, absl::Span<const CommitEntry> entries,
                       int64_t now_ns);
   // The longest run of leading keys present, pinned for this session as one pin batch.
-  absl::StatusOr<Pinned> Lookup(uint64_t session, NsRef ns, absl::Span<const BlockKey> keys,
+  absl::StatusOr<Pins> Lookup(uint64_t session, NsRef ns, absl::Span<const BlockKey> keys,
                                 int64_t now_ns);
   // Drops this session's pin batches and frees its reservations. Unknown ones are
   // InvalidArgument (after releasing the valid ones).

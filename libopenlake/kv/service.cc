@@ -209,7 +209,7 @@ class KvService::Impl {
       resp.mutable_slots()->Reserve(static_cast<int>(grants.size()));
       resp.mutable_offsets()->Reserve(static_cast<int>(grants.size()));
       resp.mutable_generations()->Reserve(static_cast<int>(grants.size()));
-      for (const Pool::Grant& g : grants) {
+      for (const SlotGrant& g : grants) {
         resp.add_slots(g.slot);
         resp.add_offsets(g.offset);
         resp.add_generations(g.generation);
@@ -227,7 +227,7 @@ class KvService::Impl {
             return absl::InvalidArgumentError(
                 "commit: slots, keys, checksums and depths must have the same count");
           }
-          std::vector<Pool::CommitEntry> entries(n);
+          std::vector<CommitEntry> entries(n);
           for (size_t i = 0; i < n; ++i) {
             entries[i].slot = req.slots(static_cast<int>(i));
             entries[i].key = keys[i];
@@ -242,9 +242,9 @@ class KvService::Impl {
     Add<wire::LookupRequest>(
         wire::kLookup, [this](net::RpcCall& call, const wire::LookupRequest& req) {
           OL_ASSIGN_OR_RETURN(auto keys, wire::UnpackKeys(req.keys(), req.key_len()));
-          OL_ASSIGN_OR_RETURN(Pool::Pinned pinned,
+          OL_ASSIGN_OR_RETURN(Pins pinned,
                               pool_.Lookup(call.connection().id, Ref(req.ns()), keys, NowNs()));
-          const std::vector<Pool::Hit>& hits = pinned.hits;
+          const std::vector<SlotHit>& hits = pinned.hits;
           wire::LookupResponse resp;
           resp.set_pin_batch(pinned.batch);
           const int n = static_cast<int>(hits.size());

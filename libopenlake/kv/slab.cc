@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "openlake/strings.h"
-#include "net/frame.h"
+#include "common/random.h"
 
 #include "openlake/status.h"
 
@@ -81,7 +81,7 @@ absl::StatusOr<std::unique_ptr<SlabMapping>> SlabMapping::Create(uint64_t total_
   h->segments_offset = seg_off;
   h->segment_count = static_cast<uint32_t>(count);
   h->owner_pid = static_cast<uint32_t>(getpid());
-  net::RandomBytes(&h->instance_id, sizeof(h->instance_id));
+  RandomBytes(&h->instance_id, sizeof(h->instance_id));
   h->created_unix_ms =
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                 std::chrono::system_clock::now().time_since_epoch())

@@ -2,7 +2,6 @@
 
 #include <openssl/crypto.h>
 #include <openssl/hmac.h>
-#include <sys/random.h>
 
 #include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
@@ -103,19 +102,6 @@ bool AuthMacMatches(std::string_view secret, const uint8_t nonce[kNonceBytes],
                     std::string_view mac) {
   const std::string want = AuthMac(secret, nonce);
   return mac.size() == want.size() && CRYPTO_memcmp(mac.data(), want.data(), want.size()) == 0;
-}
-
-void RandomBytes(void* out, size_t n) {
-  auto* p = static_cast<char*>(out);
-  while (n > 0) {
-    const ssize_t got = getrandom(p, n, 0);
-    if (got < 0) {
-      OL_CHECK(errno == EINTR) << "getrandom failed: errno " << errno;
-      continue;
-    }
-    p += got;
-    n -= static_cast<size_t>(got);
-  }
 }
 
 }  // namespace openlake::net

@@ -63,7 +63,4 @@ std::string AuthMac(std::string_view secret, const uint8_t nonce[kNonceBytes]);
 bool AuthMacMatches(std::string_view secret, const uint8_t nonce[kNonceBytes],
                     std::string_view mac);
 
-// Fills `out` with cryptographically random bytes (getrandom).
-void RandomBytes(void* out, size_t n);
-
 }  // namespace openlake::net

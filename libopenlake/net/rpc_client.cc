@@ -1,4 +1,3 @@
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,13 +16,6 @@
 namespace openlake::net {
 namespace {
 
-int PollMs(absl::Time deadline) {
-  if (deadline == absl::InfiniteFuture()) return -1;
-  const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
-  if (ms <= 0) return 0;
-  return ms > INT32_MAX ? INT32_MAX : static_cast<int>(ms);
-}
-
 absl::Status CodeStatus(uint32_t code, std::string_view message) {
   if (code == 0) return absl::OkStatus();
   if (code > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated)) {
@@ -39,6 +31,7 @@ absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Connect(const io::SocketAd
   OL_ASSIGN_OR_RETURN(int fd, io::Connect(addr, options.connect_timeout));
   std::unique_ptr<RpcClient> c(new RpcClient());
   c->addr_ = addr;
+  c->peer_ = addr.ToString();
   c->options_ = options;
   {
     absl::MutexLock lock(&c->mu_);
@@ -118,31 +111,13 @@ absl::Status RpcClient::Handshake(const RpcClientOptions& options) {
 
 absl::Status RpcClient::SendAll(const std::string& bytes) {
   if (fd_ < 0) return absl::UnavailableError(StrCat("not connected to ", addr_.ToString()));
-  const absl::Time deadline = absl::Now() + options_.call_timeout;
-  size_t off = 0;
-  while (off < bytes.size()) {
-    const ssize_t n =
-        send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      off += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      pollfd p{fd_, POLLOUT, 0};
-      const int rc = poll(&p, 1, PollMs(deadline));
-      if (rc == 0) {
-        Broken(absl::DeadlineExceededError("send stalled"));
-        return absl::DeadlineExceededError(
-            StrCat("sending to ", addr_.ToString(), " stalled past the deadline"));
-      }
-      continue;
-    }
-    const absl::Status st = ErrnoStatus(errno, StrCat("send to ", addr_.ToString()));
-    Broken(st);
-    return absl::UnavailableError(st.message());
-  }
-  return absl::OkStatus();
+  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
+  const absl::Status st =
+      io::SendAll(fd_, &iov, 1, peer_, absl::Now() + options_.call_timeout);
+  if (st.ok()) return st;
+  Broken(st);
+  if (absl::IsDeadlineExceeded(st)) return st;
+  return absl::UnavailableError(st.message());
 }
 
 absl::Status RpcClient::ReadFrame(absl::Time deadline, FrameHeader* h, std::string* payload,
@@ -179,36 +154,18 @@ absl::Status RpcClient::ReadFrame(absl::Time deadline, FrameHeader* h, std::stri
       rbeg_ = 0;
       rend_ = have;
     }
-    if (!Readable(deadline)) {
-      return absl::DeadlineExceededError(
-          StrCat("no answer from ", addr_.ToString(), " before the deadline"));
-    }
-    iovec iov{rbuf_.get() + rend_, rcap_ - rend_};
-    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 8)];
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf;
-    msg.msg_controllen = sizeof(cbuf);
-    const ssize_t n = recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) {
-      const absl::Status st = n == 0 ? absl::UnavailableError("connection closed by the server")
-                                     : ErrnoStatus(errno, "recv");
+    // A late answer stays readable: the connection is not broken by a missed deadline.
+    absl::StatusOr<size_t> n = io::RecvSome(fd_, rbuf_.get() + rend_, rcap_ - rend_, peer_,
+                                            deadline, options_.spin, &rfds_);
+    if (!n.ok() && absl::IsDeadlineExceeded(n.status())) return n.status();
+    if (!n.ok() || *n == 0) {
+      const absl::Status st =
+          n.ok() ? absl::UnavailableError(StrCat(peer_, ": connection closed by the server"))
+                 : n.status();
       Broken(st);
-      return absl::UnavailableError(StrCat(addr_.ToString(), ": ", st.message()));
+      return absl::UnavailableError(st.message());
     }
-    for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
-      if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-        const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < count; ++i) {
-          int rfd;
-          std::memcpy(&rfd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-          rfds_.push_back(rfd);
-        }
-      }
-    }
-    rend_ += static_cast<size_t>(n);
+    rend_ += *n;
   }
   payload->assign(rbuf_.get() + rbeg_ + kFrameHeaderBytes, h->length);
   rbeg_ += need;
@@ -222,23 +179,6 @@ absl::Status RpcClient::ReadFrame(absl::Time deadline, FrameHeader* h, std::stri
     rfds_.erase(rfds_.begin());
   }
   return absl::OkStatus();
-}
-
-bool RpcClient::Readable(absl::Time deadline) {
-  pollfd p{fd_, POLLIN, 0};
-  // Spin first: poll with a zero timeout is a cheap syscall that never sleeps.
-  if (options_.spin > absl::ZeroDuration()) {
-    const absl::Time spin_end = std::min(deadline, absl::Now() + options_.spin);
-    do {
-      if (poll(&p, 1, 0) > 0) return true;
-    } while (absl::Now() < spin_end);
-  }
-  for (;;) {
-    const int rc = poll(&p, 1, PollMs(deadline));
-    if (rc > 0) return true;
-    if (rc == 0) return false;
-    if (errno != EINTR) return true;  // let recvmsg report the error
-  }
 }
 
 absl::StatusOr<RpcClient::Response> RpcClient::Await(uint64_t id, uint16_t method,

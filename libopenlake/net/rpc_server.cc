@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 
+#include "common/random.h"
 #include "io/acceptor.h"
 #include "net/frame.h"
 #include "openlake/strings.h"

@@ -14,10 +14,8 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,7 +43,9 @@ struct Drive {
   int set = -1;
   int position = -1;
   std::atomic<bool> online{false};
-  std::string state;
+  // Read by metrics and the status RPC on other threads while MarkOffline and RestoreDrives may
+  // change it: an atomic, like `online`.
+  std::atomic<DriveState> state{DriveState::kMissing};
   // I/O errors and damaged data found on this drive since the process started (reads that
   // failed or did not match their checksum, writes that failed); for metrics.
   std::atomic<uint64_t> errors{0};
@@ -262,9 +262,12 @@ class Engine final : public Store {
 
   std::atomic<int> background_{0};
 
-  std::mutex purge_mu_;
-  std::condition_variable purge_cv_;
-  bool purge_stop_ = false;
+  // The trash purger: a helper thread, so that removing whole trees (blocking calls) stays off
+  // the reactors. Trash() and the destructor wake it.
+  absl::Mutex purge_mu_;
+  absl::CondVar purge_cv_;
+  bool purge_stop_ ABSL_GUARDED_BY(purge_mu_) = false;
+  bool purge_wanted_ ABSL_GUARDED_BY(purge_mu_) = false;
   std::thread purger_;
 };
 

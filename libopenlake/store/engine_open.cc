@@ -1,10 +1,8 @@
 // Opening the engine: options, drive identities (format.json), positions, replacements.
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <google/protobuf/util/json_util.h>
 
 #include <filesystem>
 #include <map>
@@ -16,6 +14,7 @@
 #include "openlake/log.h"
 #include "openlake/status.h"
 #include "store/engine.h"
+#include "store/drive_probe.h"
 #include "store/errors.h"
 #include "store/names.h"
 
@@ -52,32 +51,6 @@ bool UuidBytes(std::string_view uuid, SipKey* out) {
   return true;
 }
 
-std::string FormatJson(const pb::DriveFormat& f) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions o;
-  o.add_whitespace = true;
-  o.preserve_proto_field_names = true;
-  o.always_print_primitive_fields = true;
-  (void)google::protobuf::util::MessageToJsonString(f, &out, o);
-  return out;
-}
-
-// True when the folder holds nothing but what a fresh file system or an earlier, interrupted
-// format may have left.
-bool LooksEmpty(FileBackend& fs) {
-  auto entries = fs.ReadDir("");
-  if (!entries.ok()) return false;
-  for (const DirEntry& e : *entries) {
-    if (e.name == "lost+found") continue;
-    if (e.name == kSysDir) {
-      auto exists = fs.Exists(kFormatFile);
-      if (exists.ok() && !*exists) continue;  // a half-made system folder
-    }
-    return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 Engine::Engine(StoreOptions options)
@@ -97,10 +70,10 @@ Engine::~Engine() {
                    << " background operations still running";
   }
   {
-    std::lock_guard<std::mutex> l(purge_mu_);
+    absl::MutexLock l(&purge_mu_);
     purge_stop_ = true;
   }
-  purge_cv_.notify_all();
+  purge_cv_.SignalAll();
   if (purger_.joinable()) purger_.join();
   for (auto& d : drives_) {
     if (d->lock_fd >= 0) close(d->lock_fd);
@@ -162,68 +135,34 @@ absl::Status Engine::LoadDrives() {
   FileBackendFactory factory = opts_.backend_factory;
   if (!factory) factory = [](const std::string& root) { return NewLocalFileBackend(root); };
 
-  struct Probe {
-    std::string path;
-    std::unique_ptr<FileBackend> fs;
-    bool formatted = false;
-    bool empty = false;
-    pb::DriveFormat format;
-    std::string state;
-  };
-  std::vector<Probe> probes(static_cast<size_t>(total));
+  std::vector<DriveProbe> probes;
+  probes.reserve(static_cast<size_t>(total));
   for (int i = 0; i < total; ++i) {
-    Probe& p = probes[static_cast<size_t>(i)];
-    p.path = opts_.drives[static_cast<size_t>(i)];
-    struct stat st;
-    if (stat(p.path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      p.state = "missing";
-      OL_LOG(kWarning) << "store: drive " << p.path << " is missing (no such folder)";
-      continue;
-    }
-    p.fs = factory(p.path);
-    auto bytes = [&]() -> absl::StatusOr<std::string> {
-      OL_ASSIGN_OR_RETURN(bool exists, p.fs->Exists(kFormatFile));
-      if (!exists) return absl::NotFoundError("no format");
-      // Control path, before any reactor runs: a plain blocking read.
-      const std::string path = p.path + "/" + std::string(kFormatFile);
-      const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) return ErrnoStatus(errno, StrCat("open ", path));
-      std::string s(65536, '\0');
-      const ssize_t n = pread(fd, s.data(), s.size(), 0);
-      close(fd);
-      if (n < 0) return ErrnoStatus(errno, StrCat("read ", path));
-      s.resize(static_cast<size_t>(n));
-      return s;
-    }();
-    if (bytes.ok()) {
-      google::protobuf::util::JsonParseOptions jo;
-      jo.ignore_unknown_fields = true;
-      if (google::protobuf::util::JsonStringToMessage(*bytes, &p.format, jo).ok() &&
-          p.format.format() == "openlake" && p.format.version() == 1 &&
-          !p.format.deployment_id().empty()) {
-        p.formatted = true;
-      } else {
-        p.state = "corrupt-format";
+    DriveProbe p = ProbeDrive(opts_.drives[static_cast<size_t>(i)], factory);
+    switch (p.state) {
+      case DriveState::kMissing:
+        OL_LOG(kWarning) << "store: drive " << p.path << " is missing (" << p.detail << ")";
+        break;
+      case DriveState::kCorruptFormat:
         OL_LOG(kError) << "store: drive " << p.path << ": format.json is damaged; left offline";
-      }
-    } else if (absl::IsNotFound(bytes.status())) {
-      if (LooksEmpty(*p.fs)) {
-        p.empty = true;
-      } else {
-        p.state = "unformatted-nonempty";
+        break;
+      case DriveState::kUnformattedNonempty:
         OL_LOG(kError) << "store: drive " << p.path
                        << " holds files but no OpenLake identity; refusing to format it";
-      }
-    } else {
-      p.state = "error";
-      OL_LOG(kError) << "store: drive " << p.path << ": " << bytes.status();
+        break;
+      case DriveState::kError:
+        OL_LOG(kError) << "store: drive " << p.path << ": " << p.detail;
+        break;
+      default:
+        break;
     }
+    probes.push_back(std::move(p));
   }
 
   // The deployment: the id most formatted drives carry, or a new one.
   std::map<std::string, int> votes;
-  for (const Probe& p : probes) {
-    if (p.formatted) ++votes[p.format.deployment_id()];
+  for (const DriveProbe& p : probes) {
+    if (p.state == DriveState::kOk) ++votes[p.format.deployment_id()];
   }
   bool fresh = votes.empty();
   if (fresh) {
@@ -246,11 +185,11 @@ absl::Status Engine::LoadDrives() {
   for (int i = 0; i < total; ++i) drives_.push_back(std::make_unique<Drive>());
   std::vector<bool> taken(static_cast<size_t>(total), false);
   for (int i = 0; i < total; ++i) {
-    Probe& p = probes[static_cast<size_t>(i)];
-    if (!p.formatted) continue;
+    DriveProbe& p = probes[static_cast<size_t>(i)];
+    if (p.state != DriveState::kOk) continue;
     const pb::DriveFormat& f = p.format;
     if (f.deployment_id() != deployment_id_) {
-      p.state = "foreign";
+      p.state = DriveState::kForeign;
       OL_LOG(kError) << "store: drive " << p.path << " belongs to deployment "
                      << f.deployment_id() << ", not " << deployment_id_ << "; left offline";
       continue;
@@ -264,7 +203,7 @@ absl::Status Engine::LoadDrives() {
     }
     const int slot = static_cast<int>(f.set_index()) * n_ + static_cast<int>(f.position());
     if (slot >= total || taken[static_cast<size_t>(slot)]) {
-      p.state = "duplicate";
+      p.state = DriveState::kDuplicate;
       OL_LOG(kError) << "store: drive " << p.path << " claims set " << f.set_index()
                      << " position " << f.position() << ", which another drive holds";
       continue;
@@ -281,19 +220,19 @@ absl::Status Engine::LoadDrives() {
     d.format = f;
     d.set = static_cast<int>(f.set_index());
     d.position = static_cast<int>(f.position());
-    d.state = "ok";
+    d.state = DriveState::kOk;
     d.online = true;
   }
   // Empty folders take free slots: their own index when free, else the first free one.
   for (int i = 0; i < total; ++i) {
-    Probe& p = probes[static_cast<size_t>(i)];
-    if (!p.empty) continue;
+    DriveProbe& p = probes[static_cast<size_t>(i)];
+    if (p.state != DriveState::kUnformattedEmpty) continue;
     int slot = taken[static_cast<size_t>(i)] ? -1 : i;
     for (int j = 0; slot < 0 && j < total; ++j) {
       if (!taken[static_cast<size_t>(j)]) slot = j;
     }
     if (slot < 0) {
-      p.state = "spare";
+      p.state = DriveState::kSpare;
       continue;
     }
     pb::DriveFormat f;
@@ -308,7 +247,7 @@ absl::Status Engine::LoadDrives() {
     absl::Status s = p.fs->MakeDirs(kSysDir, "");
     if (s.ok()) s = io::AtomicWriteFileSync(p.path + "/" + std::string(kFormatFile), FormatJson(f), 0600);
     if (!s.ok()) {
-      p.state = "error";
+      p.state = DriveState::kError;
       OL_LOG(kError) << "store: formatting " << p.path << ": " << s;
       continue;
     }
@@ -319,7 +258,7 @@ absl::Status Engine::LoadDrives() {
     d.format = f;
     d.set = slot / n_;
     d.position = slot % n_;
-    d.state = fresh ? "ok" : "replaced";
+    d.state = fresh ? DriveState::kOk : DriveState::kReplaced;
     d.online = true;
     if (!fresh) {
       OL_LOG(kWarning) << "store: " << p.path << " is empty: formatted as the replacement of set "
@@ -333,8 +272,11 @@ absl::Status Engine::LoadDrives() {
     d.set = i / n_;
     d.position = i % n_;
     d.path = probes[static_cast<size_t>(i)].path;
-    d.state = probes[static_cast<size_t>(i)].state.empty() ? "missing"
-                                                           : probes[static_cast<size_t>(i)].state;
+    // A folder whose identity or emptiness put it in another place leaves this one missing.
+    const DriveState probed = probes[static_cast<size_t>(i)].state;
+    d.state = probed == DriveState::kOk || probed == DriveState::kUnformattedEmpty
+                  ? DriveState::kMissing
+                  : probed;
   }
   // One process per drive; a clean staging area.
   for (auto& dp : drives_) {
@@ -354,7 +296,7 @@ absl::Status Engine::LoadDrives() {
     if (s.ok()) s = d.fs->MakeDirs(kTmpDir, "");
     if (!s.ok()) {
       d.online = false;
-      d.state = "error";
+      d.state = DriveState::kError;
       OL_LOG(kError) << "store: drive " << d.path << ": " << s;
     }
   }
@@ -392,7 +334,8 @@ absl::StatusOr<int> Engine::RestoreDrives() {
 std::vector<DriveInfo> Engine::Drives() const {
   std::vector<DriveInfo> out;
   for (const auto& d : drives_) {
-    out.push_back({d->path, d->set, d->position, d->online.load(), d->state,
+    out.push_back({d->path, d->set, d->position, d->online.load(),
+                   std::string(DriveStateName(d->state.load(std::memory_order_acquire))),
                    d->format.drive_id(), d->errors.load(std::memory_order_relaxed)});
   }
   return out;
@@ -406,7 +349,7 @@ FileBackend* Engine::fs(int set, int pos) {
 void Engine::MarkOffline(int set, int pos, const absl::Status& why) {
   Drive& d = drive(set, pos);
   if (d.online.exchange(false)) {
-    d.state = "error";
+    d.state.store(DriveState::kError, std::memory_order_release);
     OL_LOG(kError) << "store: drive " << d.path << " taken offline: " << why;
   }
 }
@@ -420,7 +363,11 @@ absl::Status Engine::Trash(FileBackend& fs, const std::string& path) {
   if (!exists.ok()) return exists.status();
   if (!*exists) return absl::OkStatus();
   OL_RETURN_IF_ERROR(fs.Rename(path, StrCat(kTrashDir, "/", Hex(NewVersionId()))));
-  purge_cv_.notify_one();
+  {
+    absl::MutexLock l(&purge_mu_);  // a flag's worth: the purger never holds it while it works
+    purge_wanted_ = true;
+  }
+  purge_cv_.Signal();
   return absl::OkStatus();
 }
 
@@ -430,9 +377,10 @@ void Engine::StartPurger() {
 
 // Empties every drive's trash: at start, when something is trashed, and every 30 s.
 void Engine::PurgeLoop() {
-  std::unique_lock<std::mutex> l(purge_mu_);
+  purge_mu_.Lock();
   while (!purge_stop_) {
-    l.unlock();
+    purge_wanted_ = false;
+    purge_mu_.Unlock();
     for (auto& d : drives_) {
       if (!d->online.load() || !d->fs) continue;
       auto entries = d->fs->ReadDir(kTrashDir);
@@ -444,9 +392,10 @@ void Engine::PurgeLoop() {
         }
       }
     }
-    l.lock();
-    purge_cv_.wait_for(l, std::chrono::seconds(30));
+    purge_mu_.Lock();
+    if (!purge_stop_ && !purge_wanted_) purge_cv_.WaitWithTimeout(&purge_mu_, absl::Seconds(30));
   }
+  purge_mu_.Unlock();
 }
 
 }  // namespace openlake::store

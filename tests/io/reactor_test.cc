@@ -158,6 +158,43 @@ TEST_CASE("a full queue answers false and leaves the task to the sender", "[io][
   CHECK(openlake::testing::WaitFor([&] { return ran == 4; }));
 }
 
+TEST_CASE("SendTo keeps what a full queue cannot take, and delivers it all in order",
+          "[io][queue]") {
+  auto rt = StartRuntime(2, /*queue_capacity=*/4);
+  REQUIRE(rt);
+  std::promise<void> unblock;
+  std::shared_future<void> gate = unblock.get_future().share();
+  std::promise<void> blocked;
+  // Park reactor 1 so that its queue from reactor 0 fills up.
+  REQUIRE(rt->Post(1, [gate, &blocked] {
+    blocked.set_value();
+    gate.wait();
+  }));
+  blocked.get_future().wait();
+  constexpr int kMessages = 1000;
+  std::vector<int> seen;
+  std::atomic<int> done{0};
+  TaskFn refused;
+  REQUIRE(rt->RunOn(0, [&] {
+              Reactor& r = *Reactor::Current();
+              for (int i = 0; i < kMessages; ++i) {
+                r.SendTo(1, [&seen, &done, i] {
+                  seen.push_back(i);
+                  ++done;
+                });
+              }
+              // The backlog is not overtaken: TrySendTo refuses while it waits.
+              refused = [] {};
+              CHECK_FALSE(r.TrySendTo(1, refused));
+            }).ok());
+  CHECK(static_cast<bool>(refused));
+  unblock.set_value();
+  REQUIRE(openlake::testing::WaitFor([&] { return done == kMessages; }));
+  std::vector<int> want(kMessages);
+  for (int i = 0; i < kMessages; ++i) want[i] = i;
+  CHECK(seen == want);
+}
+
 TEST_CASE("stop runs AtStop hooks on the reactor, then AtExit after the ring is gone",
           "[io][reactor]") {
   auto rt = StartRuntime(1);

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <fstream>
 #include <future>
+#include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -123,4 +125,65 @@ TEST_CASE("unix sockets are owner-only; stale ones are replaced, live ones kept"
   std::string s;
   in >> s;
   CHECK(s == "precious");
+}
+
+TEST_CASE("blocking transfers: whole sends, partial receives, deadlines, descriptors",
+          "[io][socket]") {
+  int sv[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  // Two pieces go out whole and arrive in order.
+  std::string a = "hello, ", b = "world";
+  iovec iov[2] = {{a.data(), a.size()}, {b.data(), b.size()}};
+  REQUIRE(openlake::io::SendAll(sv[0], iov, 2, "peer", absl::Now() + absl::Seconds(2)).ok());
+  char buf[64];
+  auto n = openlake::io::RecvSome(sv[1], buf, sizeof(buf), "peer", absl::Now() + absl::Seconds(2));
+  REQUIRE(n.ok());
+  CHECK(std::string(buf, *n) == "hello, world");
+  // Nothing to read: DeadlineExceeded once the deadline passes.
+  const absl::Time t0 = absl::Now();
+  n = openlake::io::RecvSome(sv[1], buf, sizeof(buf), "peer", t0 + absl::Milliseconds(50),
+                             absl::Microseconds(20));
+  CHECK(n.status().code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(absl::Now() - t0 >= absl::Milliseconds(45));
+  // A peer that reads nothing: the send stalls and says so.
+  std::string big(16 << 20, 'x');
+  iovec one{big.data(), big.size()};
+  absl::Status st = openlake::io::SendAll(sv[0], &one, 1, "peer", absl::InfiniteFuture(),
+                                          absl::Milliseconds(50));
+  CHECK(st.code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(one.iov_len < big.size());  // what went is behind the entry now
+  // A descriptor sent with the bytes comes back through `fds`.
+  int extra[2];
+  REQUIRE(pipe(extra) == 0);
+  char c = 'f';
+  iovec piece{&c, 1};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &piece;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cbuf;
+  msg.msg_controllen = sizeof(cbuf);
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cm), &extra[0], sizeof(int));
+  int back[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, back) == 0);
+  REQUIRE(sendmsg(back[0], &msg, 0) == 1);
+  std::vector<int> fds;
+  n = openlake::io::RecvSome(back[1], buf, sizeof(buf), "peer", absl::Now() + absl::Seconds(2),
+                             absl::ZeroDuration(), &fds);
+  REQUIRE(n.ok());
+  CHECK(*n == 1);
+  REQUIRE(fds.size() == 1);
+  CHECK(fds[0] != extra[0]);
+  for (int fd : {sv[0], sv[1], extra[0], extra[1], back[0], back[1], fds[0]}) close(fd);
+  // The peer closed: 0 bytes.
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  close(sv[0]);
+  n = openlake::io::RecvSome(sv[1], buf, sizeof(buf), "peer", absl::Now() + absl::Seconds(2));
+  REQUIRE(n.ok());
+  CHECK(*n == 0);
+  close(sv[1]);
 }

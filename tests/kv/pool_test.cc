@@ -12,6 +12,7 @@ using openlake::kv::BlockKey;
 using openlake::kv::LayoutFingerprint;
 using openlake::kv::Namespace;
 using openlake::kv::NsRef;
+using openlake::kv::CommitEntry;
 using openlake::kv::Pool;
 using openlake::kv::PoolOptions;
 using openlake::kv::SlabMapping;
@@ -48,7 +49,7 @@ struct Env {
                             int64_t now = 0, const std::string& prefix = "k") {
     auto g = pool->Reserve(session, Ref(ns), static_cast<uint32_t>(n), false, now);
     REQUIRE(g.ok());
-    std::vector<Pool::CommitEntry> e;
+    std::vector<CommitEntry> e;
     std::vector<uint64_t> slots;
     for (int i = 0; i < n; ++i) {
       e.push_back({(*g)[i].slot, Key(first + i, prefix), static_cast<uint64_t>(first + i),
@@ -85,7 +86,7 @@ TEST_CASE("reserve, commit, lookup, release", "[kv][pool]") {
   CHECK(offsets.size() == 10);
   // Reserved but uncommitted: invisible.
   CHECK(env.pool->Lookup(2, Ref(ns), env.Keys(0, 1), 0)->hits.empty());
-  std::vector<Pool::CommitEntry> e;
+  std::vector<CommitEntry> e;
   for (int i = 0; i < 10; ++i)
     e.push_back({(*g)[i].slot, Key(i), 1000u + i, static_cast<uint32_t>(i)});
   REQUIRE(env.pool->Commit(1, Ref(ns), e, 0).ok());
@@ -137,7 +138,7 @@ TEST_CASE("commit is all or nothing and checks ownership and leases", "[kv][pool
   Namespace a = env.Open("a", 4096);
   Namespace b = env.Open("b", 4096, Fp("float16"));
   auto g = *env.pool->Reserve(1, Ref(a), 3, false, 0);
-  std::vector<Pool::CommitEntry> e = {{g[0].slot, Key(0), 1, 0}, {g[1].slot, Key(1), 2, 1}};
+  std::vector<CommitEntry> e = {{g[0].slot, Key(0), 1, 0}, {g[1].slot, Key(1), 2, 1}};
 
   SECTION("another session") {
     CHECK(env.pool->Commit(2, Ref(a), e, 0).code() == absl::StatusCode::kFailedPrecondition);
@@ -192,7 +193,7 @@ TEST_CASE("leases: reservations and pins end by themselves", "[kv][pool][lease]"
   auto later = env.pool->Reserve(2, Ref(ns), 3, false, kLease + 1);
   REQUIRE(later.ok());
   CHECK(env.pool->Stats().expired_reservations == 3);
-  std::vector<Pool::CommitEntry> e;
+  std::vector<CommitEntry> e;
   for (int i = 0; i < 3; ++i) e.push_back({(*later)[i].slot, Key(i), 0, static_cast<uint32_t>(i)});
   REQUIRE(env.pool->Commit(2, Ref(ns), e, kLease + 1).ok());
 
@@ -397,7 +398,7 @@ TEST_CASE("storm: random operations keep every invariant and never serve a wrong
           held.push_back(h);
           break;
         }
-        std::vector<Pool::CommitEntry> e;
+        std::vector<CommitEntry> e;
         const int base = static_cast<int>(rng() % 200);
         for (size_t i = 0; i < g->size(); ++i) {
           e.push_back({(*g)[i].slot, Key(base + static_cast<int>(i)), next_checksum++,

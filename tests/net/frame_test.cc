@@ -1,8 +1,10 @@
+#include "common/random.h"
 #include "net/frame.h"
 
 #include <catch2/catch.hpp>
 
 using namespace openlake::net;
+using openlake::RandomBytes;
 
 TEST_CASE("frame header round trip", "[net][frame]") {
   FrameHeader h;

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "openlake/strings.h"
-#include "net/frame.h"
+#include "common/random.h"
 #include "openlake/io/file.h"
 #include "openlake/status.h"
 
@@ -23,7 +23,7 @@ std::string RandomString(size_t n, std::string_view alphabet) {
   const unsigned limit = 256 - 256 % alphabet.size();
   while (out.size() < n) {
     unsigned char buf[64];
-    net::RandomBytes(buf, sizeof(buf));
+    RandomBytes(buf, sizeof(buf));
     for (unsigned char b : buf) {
       if (b < limit && out.size() < n) out.push_back(alphabet[b % alphabet.size()]);
     }

@@ -117,12 +117,6 @@ class Client::Impl {
   absl::Status Open() {
     CloseConn();
     OL_ASSIGN_OR_RETURN(fd, io::Connect(addr, o.connect_timeout));
-    timeval tv{};
-    const int64_t us = absl::ToInt64Microseconds(o.io_timeout);
-    tv.tv_sec = static_cast<time_t>(us / 1000000);
-    tv.tv_usec = static_cast<suseconds_t>(us % 1000000);
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     rbeg = rend = 0;
     return absl::OkStatus();
   }
@@ -182,38 +176,25 @@ class Client::Impl {
     return out;
   }
 
-  absl::Status IoError(int err, std::string_view what) {
-    if (err == EAGAIN || err == EWOULDBLOCK) {
-      return absl::DeadlineExceededError(
-          StrCat(what, " ", o.endpoint, ": no progress in ", absl::FormatDuration(o.io_timeout)));
-    }
-    return absl::UnavailableError(StrCat(what, " ", o.endpoint, ": ", strerror(err)));
+  // A transfer's failure as this client reports it: DeadlineExceeded when the socket made no
+  // progress for io_timeout, else Unavailable.
+  static absl::Status IoError(const absl::Status& st) {
+    return absl::IsDeadlineExceeded(st) ? st : absl::UnavailableError(st.message());
   }
 
   absl::Status SendAll(std::string_view head, std::string_view body) {
     iovec iov[2] = {{const_cast<char*>(head.data()), head.size()},
                     {const_cast<char*>(body.data()), body.size()}};
-    size_t first = 0;
-    while (first < 2) {
-      msghdr msg{};
-      msg.msg_iov = iov + first;
-      msg.msg_iovlen = 2 - first;
-      const ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return IoError(errno, "send to");
-      }
-      auto left = static_cast<size_t>(n);
-      while (first < 2 && left >= iov[first].iov_len) {
-        left -= iov[first].iov_len;
-        ++first;
-      }
-      if (first < 2) {
-        iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
-        iov[first].iov_len -= left;
-      }
-    }
-    return absl::OkStatus();
+    const absl::Status st =
+        io::SendAll(fd, iov, 2, o.endpoint, absl::InfiniteFuture(), o.io_timeout);
+    return st.ok() ? st : IoError(st);
+  }
+
+  // Up to `len` bytes from the socket into `dst`; Unavailable when the server closed it.
+  absl::StatusOr<size_t> Recv(char* dst, size_t len) {
+    absl::StatusOr<size_t> n = io::RecvSome(fd, dst, len, o.endpoint, absl::Now() + o.io_timeout);
+    if (!n.ok()) return IoError(n.status());
+    return n;
   }
 
   // Reads more bytes into the buffer. Unavailable when the server closed the connection.
@@ -225,15 +206,10 @@ class Client::Impl {
       rbeg = 0;
     }
     if (rend == kReadBuffer) return absl::InternalError("response head too large");
-    while (true) {
-      const ssize_t n = recv(fd, rbuf.get() + rend, kReadBuffer - rend, 0);
-      if (n > 0) {
-        rend += static_cast<size_t>(n);
-        return absl::OkStatus();
-      }
-      if (n == 0) return absl::UnavailableError(StrCat(o.endpoint, " closed the connection"));
-      if (errno != EINTR) return IoError(errno, "receive from");
-    }
+    OL_ASSIGN_OR_RETURN(size_t n, Recv(rbuf.get() + rend, kReadBuffer - rend));
+    if (n == 0) return absl::UnavailableError(StrCat(o.endpoint, " closed the connection"));
+    rend += n;
+    return absl::OkStatus();
   }
 
   std::string_view Buffered() const { return {rbuf.get() + rbeg, rend - rbeg}; }
@@ -282,14 +258,11 @@ class Client::Impl {
       size_t got = TakeBuffered(dst, len);
       // The rest straight from the socket into place.
       while (got < len) {
-        const ssize_t n = recv(fd, dst + got, len - got, 0);
-        if (n > 0) {
-          got += static_cast<size_t>(n);
-        } else if (n == 0) {
+        OL_ASSIGN_OR_RETURN(size_t n, Recv(dst + got, len - got));
+        if (n == 0) {
           return absl::UnavailableError(StrCat(o.endpoint, " closed the connection mid-body"));
-        } else if (errno != EINTR) {
-          return IoError(errno, "receive from");
         }
+        got += n;
       }
       sink->size += len;
       return absl::OkStatus();

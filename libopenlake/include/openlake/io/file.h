@@ -13,11 +13,13 @@
 // Opening is blocking (control path: startup, first use of a drive). The I/O calls are
 // asynchronous and must be made on the reactor's thread.
 //
-// AtomicWriteFile replaces a file's contents so that a crash at any point leaves either the old
-// file or the new one: write a temporary beside it → fsync → rename over → fsync the folder.
-// A failure before the rename leaves the old file untouched (the temporary is removed); a
-// failure of the folder's fsync, after the rename, is reported too: the new contents are then
-// in place but the rename may not survive a crash.
+// AtomicWriteFileSync replaces a file's contents, blocking (control paths: a drive's identity,
+// generated credentials), so that a crash at any point leaves either the old file or the new
+// one: write a temporary beside it → fsync → rename over → fsync the folder. A failure before
+// the rename leaves the old file untouched (the temporary is removed); a failure of the
+// folder's fsync, after the rename, is reported too: the new contents are then in place but
+// the rename may not survive a crash. (The object store replaces its metadata the same way
+// through the reactors, store/drive_io.cc's AtomicReplace, on its drives' file backends.)
 #pragma once
 
 #include <fcntl.h>
@@ -83,12 +85,7 @@ class OL_EXPORT File {
   std::string path_;
 };
 
-// Asynchronously and atomically replaces `path` with `data` (see the file comment). `done` runs
-// on `r` with the outcome.
-OL_EXPORT void AtomicWriteFile(Reactor& r, std::string path, std::string data, mode_t mode,
-                               absl::AnyInvocable<void(absl::Status)> done);
-
-// The same, blocking, for control paths.
+// Atomically replaces `path` with `data` (see the file comment). Blocking.
 OL_EXPORT absl::Status AtomicWriteFileSync(const std::string& path, std::string_view data,
                                            mode_t mode = 0644);
 

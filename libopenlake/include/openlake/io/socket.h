@@ -12,12 +12,15 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
@@ -65,5 +68,31 @@ OL_EXPORT absl::StatusOr<SocketAddress> LocalAddress(int fd);
 
 // Applies TCP_NODELAY and 4 MiB socket buffers where the socket is TCP; harmless otherwise.
 OL_EXPORT void TuneStreamSocket(int fd);
+
+// ---- Blocking transfers, for client threads (the RPC client, the S3 client). Each waits in
+// poll(2) between partial transfers, so its deadline holds whatever the socket's own blocking
+// mode and timeouts; `peer` names the other end in error messages.
+
+// Waits until `fd` is ready for `events` (POLLIN, POLLOUT): true, or false once `deadline`
+// passed. Polls without sleeping for `spin` first: a peer that answers within it saves the
+// sleeping thread's wake-up (tens of µs on a VM).
+OL_EXPORT bool WaitReady(int fd, short events, absl::Time deadline,
+                         absl::Duration spin = absl::ZeroDuration());
+
+// Sends every byte of iov[0, count) (advancing the entries as it goes). DeadlineExceeded when
+// the socket takes nothing for `stall` or the whole takes past `deadline`; a failed send is its
+// errno (ErrnoStatus: EPIPE, ECONNRESET, ...).
+OL_EXPORT absl::Status SendAll(int fd, iovec* iov, size_t count, std::string_view peer,
+                               absl::Time deadline,
+                               absl::Duration stall = absl::InfiniteDuration());
+
+// Receives what has arrived, up to `len` bytes, waiting for it until `deadline` (spinning
+// first, as WaitReady): the count, 0 when the peer closed. Descriptors sent with the bytes
+// (SCM_RIGHTS) are appended to `fds`, or closed when it is null. DeadlineExceeded when nothing
+// came in time; a failed receive is its errno.
+OL_EXPORT absl::StatusOr<size_t> RecvSome(int fd, void* buf, size_t len, std::string_view peer,
+                                          absl::Time deadline,
+                                          absl::Duration spin = absl::ZeroDuration(),
+                                          std::vector<int>* fds = nullptr);
 
 }  // namespace openlake::io

@@ -80,35 +80,7 @@ struct GetResult {
   std::vector<BlockState> state;  // one per key
 };
 
-struct ExistsResult {
-  size_t prefix = 0;          // leading keys present
-  std::vector<bool> present;  // every key
-};
 
-// Low-level handles, for engines that move the bytes themselves (e.g. by GPU DMA from the
-// registered slab).
-struct SlotGrant {
-  uint64_t slot = 0;
-  uint64_t offset = 0;  // from slab_base()
-  uint64_t generation = 0;
-};
-struct SlotHit {
-  uint64_t slot = 0;
-  uint64_t offset = 0;
-  uint64_t generation = 0;
-  uint64_t checksum = 0;
-};
-// The answer of a Lookup: the leading hits, all pinned under one pin batch id.
-struct Pins {
-  uint64_t batch = 0;  // 0 when nothing was found (nothing to release)
-  std::vector<SlotHit> hits;
-};
-struct CommitEntry {
-  uint64_t slot = 0;
-  BlockKey key;
-  uint64_t checksum = 0;  // Crc64 of the block's bytes
-  uint32_t depth = 0;
-};
 
 class OL_EXPORT Client {
  public:

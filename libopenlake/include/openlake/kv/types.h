@@ -127,4 +127,41 @@ struct PoolStats {
   std::vector<NamespaceStats> per_namespace;
 };
 
+// The pool's handles, one set for the client and the service (kv/pool.h): for engines that
+// move the bytes themselves (e.g. by GPU DMA from the registered slab), and for the pool.
+//
+// A reserved slot: its id ((segment << 32) | index), the offset of its bytes from the slab's
+// start (Client::slab_base()), and the generation that proves the slot is still the one granted.
+struct SlotGrant {
+  uint64_t slot = 0;
+  uint64_t offset = 0;
+  uint64_t generation = 0;
+};
+// A hit of a Lookup, pinned: as a grant, plus the block's CRC-64 as its writer committed it.
+struct SlotHit {
+  uint64_t slot = 0;
+  uint64_t offset = 0;
+  uint64_t generation = 0;
+  uint64_t checksum = 0;
+};
+// The answer of a Lookup: the leading hits, all pinned under one pin batch id.
+struct Pins {
+  uint64_t batch = 0;  // 0 when nothing was found (nothing to release)
+  std::vector<SlotHit> hits;
+};
+// One block to commit: the reserved slot it was written into, its key, the CRC-64 of its bytes
+// (Crc64) and its position in its chain (0 = the first block of a prompt), which eviction
+// uses to take a chain's tail before its head.
+struct CommitEntry {
+  uint64_t slot = 0;
+  BlockKey key;
+  uint64_t checksum = 0;
+  uint32_t depth = 0;
+};
+// The answer of Exists: how many leading keys are present, and which keys are.
+struct ExistsResult {
+  size_t prefix = 0;
+  std::vector<bool> present;
+};
+
 }  // namespace openlake::kv

@@ -234,13 +234,12 @@ class OL_EXPORT RpcClient {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Response> Await(uint64_t id, uint16_t method, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Waits (spinning first) until the socket has data or `deadline` passes (false).
-  bool Readable(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Broken(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   int fd_ ABSL_GUARDED_BY(mu_) = -1;
   io::SocketAddress addr_;
+  std::string peer_;  // addr_ as text, for messages
   RpcClientOptions options_;
   std::string server_version_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;

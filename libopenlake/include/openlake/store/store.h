@@ -199,17 +199,64 @@ struct HealResult {
   uint64_t bytes_written = 0;    // shard bytes rebuilt (data files and inline shards)
 };
 
+// What a drive folder is to the store.
+enum class DriveState : uint8_t {
+  kOk,                   // formatted for this deployment, serving
+  kReplaced,             // found empty in a formatted set's place: formatted anew, to be healed
+  kMissing,              // no such folder (an unmounted disk's mount point, a typo)
+  kUnformattedEmpty,     // empty (or only lost+found): the store formats it on start
+  kUnformattedNonempty,  // holds other files and no identity: never formatted
+  kCorruptFormat,        // its identity (format.json) does not parse or is not ours
+  kForeign,              // formatted for another deployment
+  kDuplicate,            // claims a place another drive holds
+  kSpare,                // empty, but every place is taken
+  kError,                // an I/O error, or taken offline while serving
+};
+// "ok", "replaced", "missing", "unformatted-empty", "unformatted-nonempty", "corrupt-format",
+// "foreign", "duplicate", "spare", "error": the names metrics, the CLI and the status RPC show.
+OL_EXPORT std::string_view DriveStateName(DriveState state);
+
 struct DriveInfo {
   std::string path;
   int set = -1;
   int position = -1;  // within its set
   bool online = false;
-  std::string state;  // "ok", "missing", "foreign", "unformatted-nonempty", "replaced", ...
+  std::string state;  // DriveStateName() of its state
   std::string drive_id;
   // I/O errors and damaged data found on the drive since the store opened: failed or
   // checksum-mismatched reads, failed writes.
   uint64_t errors = 0;
 };
+
+// The identity the store writes on each drive it formats (.openlake.sys/format.json; see
+// docs/object-store.md, "Drives").
+struct DriveIdentity {
+  std::string deployment_id;
+  std::string drive_id;
+  uint32_t set_count = 0;
+  uint32_t set_drive_count = 0;
+  uint32_t set_index = 0;
+  uint32_t position = 0;
+};
+
+// A drive folder as InspectDrive finds it.
+struct DriveInspection {
+  std::string path;
+  bool exists = false;  // a folder is there
+  // kOk (an identity was read), kMissing, kUnformattedEmpty, kUnformattedNonempty,
+  // kCorruptFormat or kError: what the store would make of it on start, before comparing it
+  // with the other drives (foreign, duplicate and spare need the whole set).
+  DriveState state = DriveState::kMissing;
+  std::string detail;  // why, for kMissing, kUnformattedNonempty, kCorruptFormat and kError
+  std::optional<DriveIdentity> identity;  // with kOk
+  std::optional<uint64_t> capacity_bytes;  // of its file system
+  std::optional<uint64_t> free_bytes;      // available to unprivileged writers
+};
+
+// Reads what the store would read of the drive folder `path` at start, changing nothing: no
+// folder is created, no format written, no lock taken (`openlake disk info` runs it beside a
+// serving daemon). Blocking.
+OL_EXPORT DriveInspection InspectDrive(const std::string& path);
 
 // ---- Streams.
 
