@@ -1,5 +1,6 @@
-// File: cuda/crc64_rows.h (private; compiled only with -Dcuda=enabled, which defines
-// OL_HAVE_CUDA=1 for its users)
+// File: cuda/crc64_rows.h: the interface of the GPU checksum archive (built only with
+// -Dcuda=enabled), which openlake_cuda_dep gives its users (the Python module) with
+// OL_HAVE_CUDA=1; it is not part of libopenlake's public API.
 //
 // CRC-64/XZ of rows in GPU memory, on the GPU: what openlake::Crc64 (ISA-L's
 // crc64_ecma_refl(0, row, row_bytes)) computes for each row, without the rows crossing to the

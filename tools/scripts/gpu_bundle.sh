@@ -32,14 +32,14 @@ if [ -x "$NVCC" ]; then
   "$NVCC" -std=c++17 -O3 -gencode 'arch=compute_90,code=[sm_90,compute_90]' -Xcompiler -fPIC \
     -Ilibopenlake -c libopenlake/cuda/crc64_rows.cu -o gpucarry/obj/crc64_rows.o
   CUDA_OBJ=(gpucarry/obj/crc64_rows.o)
-  CUDA_DEF=(-DOL_HAVE_CUDA=1 -Ilibopenlake -I"$CUDA_HOME/include")
+  CUDA_DEF=(-DOL_HAVE_CUDA=1 -Ilibopenlake/cuda -I"$CUDA_HOME/include")
   # -cudart static: the runtime goes into the module, the machine needs only the driver.
   CUDA_LINK=(-L"$CUDA_HOME/lib64" -L"$CUDA_HOME/targets/x86_64-linux/lib" -lcudart_static -ldl -lrt)
 else
   echo "gpu_bundle: no nvcc at '$NVCC': the module is built without the GPU checksum" >&2
 fi
-g++ -std=c++20 -O2 -fPIC -shared -fvisibility=hidden -DNDEBUG -DTOML_HEADER_ONLY=0 \
-  -DTOML_SHARED_LIB=1 -D_FILE_OFFSET_BITS=64 -pthread -Ilibopenlake/include -I"$PYINC" \
+g++ -std=c++20 -O2 -fPIC -shared -fvisibility=hidden -DNDEBUG \
+  -D_FILE_OFFSET_BITS=64 -pthread -Ilibopenlake/include -I"$PYINC" \
   "${CUDA_DEF[@]}" bindings/python/openlake_client/_openlake.cc "${CUDA_OBJ[@]}" \
   -o "gpucarry/py/openlake_client/_openlake.$TAG.so" $LINK "${CUDA_LINK[@]}"
 rm -rf gpucarry/obj

@@ -27,7 +27,7 @@
 #define OL_HAVE_CUDA 0  // set to 1 by the build that links the GPU checksum (-Dcuda=enabled)
 #endif
 #if OL_HAVE_CUDA
-#include "cuda/crc64_rows.h"
+#include "crc64_rows.h"  // the GPU checksum archive's interface (openlake_cuda_dep)
 #endif
 
 namespace py = pybind11;
