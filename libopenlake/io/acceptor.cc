@@ -201,8 +201,8 @@ void Acceptor::OnAccept(Listener* l, int32_t res, uint32_t flags) {
           << opts_.name << ": refusing a connection on " << l->addr.ToString() << ": "
           << state_->count.load() << " connections open (max_connections)";
     }
+    state_->refused.fetch_add(1, std::memory_order_relaxed);  // counted before the peer sees it
     close(res);
-    state_->refused.fetch_add(1, std::memory_order_relaxed);
   } else {
     auto* slot = new internal::ConnectionSlot;
     slot->fd = res;

@@ -6,7 +6,7 @@ set -eu
 [ "${OPENLAKE_SKIP_DEPS:-0}" = 1 ] && exit 0
 
 PACKAGES="
-  g++ pkg-config meson ninja-build
+  g++ clang libclang-rt-14-dev pkg-config meson ninja-build
   liburing-dev libisal-dev libabsl-dev libprotobuf-dev protobuf-compiler
   libtomlplusplus-dev libssl-dev libcli11-dev catch2 libpugixml-dev
   libucx-dev libibverbs-dev
