@@ -1,4 +1,4 @@
-// The HTTP/1.1 server (see http_server.h).
+// The HTTP/1.1 server (see server.h).
 #include "http/server.h"
 
 #include <sys/socket.h>
@@ -9,10 +9,10 @@
 #include <cstring>
 #include <ctime>
 
-#include "openlake/strings.h"
+#include "http/date.h"
 #include "openlake/log.h"
 #include "openlake/status.h"
-#include "http/date.h"
+#include "openlake/strings.h"
 
 namespace openlake::http {
 namespace {

@@ -1,9 +1,10 @@
 // File: openlake/io/task.h
 //
-// C++20 coroutines on the core-local runtime. The reactor itself speaks callbacks (a Completion
-// per operation); multi-step work such as an object write (stream windows, write shards on many
-// drives in parallel, fsync, commit metadata) reads far better as straight-line code, so the
-// object engine and the S3 server are written as coroutines over the same reactor:
+// C++20 coroutines on the core-local runtime: the service layer over the reactor's
+// kernel-facing layer (a Completion per operation; docs/architecture.md, "Two layers").
+// Multi-step work such as an object write (stream windows, write shards on many drives in
+// parallel, fsync, commit metadata) reads far better as straight-line code, so the object
+// engine, the HTTP and S3 servers and every new service are written as coroutines:
 //
 //   io::Task<absl::Status> WriteAll(io::Reactor& r, const io::File& f, std::string data) {
 //     int32_t n = co_await io::Op([&](io::Completion* c) {
@@ -25,13 +26,13 @@
 // - Exceptions are not used: an exception escaping a coroutine terminates the process.
 // - Parameters of a coroutine are copied into its frame; references and views passed to it
 //   must outlive the Task (the usual coroutine rule).
-// - GCC 12 mishandles three things around co_await, so none appears in this code base: a
-//   braced temporary argument in the awaited call (`co_await f(x, {})` relocates the `{}`
-//   object bitwise — name it first), co_await inside ?: (destroys its temporaries twice), and
-//   co_await in a condition (`if (!co_await f()) co_return;` made a coroutine whose first
-//   resumption hit an invalid state): bind the result to a variable, then test it.
-// - Op runs one reactor operation; IoBatch runs several in parallel and waits for all of them
-//   without allocating per operation; WhenAll runs several Tasks concurrently on this reactor.
+// - g++ 12 miscompiles some statements that hold a co_await (docs/architecture.md, "Coroutines
+//   and g++ 12"; docs/style.md): no ?:, no braced temporary, no lambda capturing by value in
+//   such a statement, and no co_await in the head of an if, while, for or switch. Bind the
+//   value to a named local first. tests/lint/co_await_check.py enforces it.
+// - Op runs one reactor operation, TimedOp one with a deadline; IoBatch runs several in
+//   parallel and waits for all of them without allocating per operation; WhenAll runs several
+//   Tasks concurrently on this reactor; ResumeOn wakes a coroutine on its own reactor.
 //
 // A Runtime stopped while coroutines are suspended drops them (their frames are not freed):
 // stop a runtime only once its work is done.
