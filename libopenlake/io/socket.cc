@@ -312,7 +312,15 @@ absl::Status SendAll(int fd, iovec* iov, size_t count, std::string_view peer,
 
 absl::StatusOr<size_t> RecvSome(int fd, void* buf, size_t len, std::string_view peer,
                                 absl::Time deadline, absl::Duration spin, std::vector<int>* fds) {
+  // A caller that spins expects to wait for an answer (the RPC client): it polls first, as a
+  // receive now would find nothing. Otherwise the receive goes first and waits only if need be.
   bool waited = false;
+  if (spin > absl::ZeroDuration()) {
+    if (!WaitReady(fd, POLLIN, deadline, spin)) {
+      return absl::DeadlineExceededError(StrCat("no answer from ", peer, " before the deadline"));
+    }
+    waited = true;
+  }
   while (true) {
     iovec iov{buf, len};
     alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 8)];

@@ -86,8 +86,9 @@ OL_EXPORT absl::Status SendAll(int fd, iovec* iov, size_t count, std::string_vie
                                absl::Time deadline,
                                absl::Duration stall = absl::InfiniteDuration());
 
-// Receives what has arrived, up to `len` bytes, waiting for it until `deadline` (spinning
-// first, as WaitReady): the count, 0 when the peer closed. Descriptors sent with the bytes
+// Receives what has arrived, up to `len` bytes, waiting for it until `deadline`: the count, 0
+// when the peer closed. With `spin`, it waits first (as WaitReady, spinning), for a caller that
+// knows nothing has arrived yet; without, it receives first. Descriptors sent with the bytes
 // (SCM_RIGHTS) are appended to `fds`, or closed when it is null. DeadlineExceeded when nothing
 // came in time; a failed receive is its errno.
 OL_EXPORT absl::StatusOr<size_t> RecvSome(int fd, void* buf, size_t len, std::string_view peer,
