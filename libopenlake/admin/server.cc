@@ -1,12 +1,13 @@
 // The admin listener (see openlake/admin.h).
-#include "openlake/admin.h"
+#include "http/server.h"
 
 #include <openssl/crypto.h>
 
+#include "http/framing.h"
+
+#include "openlake/admin.h"
 #include "openlake/io/reactor.h"
 #include "openlake/io/socket.h"
-#include "http/server.h"
-#include "http/framing.h"
 
 namespace openlake {
 

@@ -20,8 +20,8 @@ std::optional<std::string> Unbase64(std::string_view text) {
   if (text.empty() || text.size() % 4 != 0 || text.size() > (1 << 20)) return std::nullopt;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
-    const bool pad_ok = c == '=' && i + 2 >= text.size() &&
-                        (i + 1 == text.size() || text[i + 1] == '=');
+    const bool pad_ok =
+        c == '=' && i + 2 >= text.size() && (i + 1 == text.size() || text[i + 1] == '=');
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/' || pad_ok)) {
       return std::nullopt;
     }

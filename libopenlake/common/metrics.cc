@@ -2,9 +2,8 @@
 
 #include <bit>
 
-#include "openlake/strings.h"
-
 #include "openlake/log.h"
+#include "openlake/strings.h"
 
 namespace openlake {
 

@@ -1,7 +1,8 @@
 #include "openlake/version.h"
 
-#include "openlake/strings.h"
 #include "config.h"
+
+#include "openlake/strings.h"
 
 namespace openlake {
 

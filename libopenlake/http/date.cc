@@ -21,8 +21,8 @@ std::optional<absl::Time> ParseHttpDate(std::string_view s) {
   if (s.empty() || s.size() > 64) return std::nullopt;
   const std::string text(s);
   // IMF-fixdate, RFC 850 and asctime (RFC 9110 §5.6.7); %a also takes full day names.
-  for (const char* fmt : {"%a, %d %b %Y %H:%M:%S GMT", "%a, %d-%b-%y %H:%M:%S GMT",
-                          "%a %b %e %H:%M:%S %Y"}) {
+  for (const char* fmt :
+       {"%a, %d %b %Y %H:%M:%S GMT", "%a, %d-%b-%y %H:%M:%S GMT", "%a %b %e %H:%M:%S %Y"}) {
     std::tm tm{};
     const char* end = strptime(text.c_str(), fmt, &tm);
     if (end != nullptr && *end == '\0') return absl::FromTimeT(timegm(&tm));

@@ -10,6 +10,7 @@
 #include <ctime>
 
 #include "http/date.h"
+
 #include "openlake/log.h"
 #include "openlake/status.h"
 #include "openlake/strings.h"
@@ -312,9 +313,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(io::Runtime& rt,
     self->acceptor_ = *std::move(a);
     bound = self->acceptor_->Listen(addr, io::ListenOptions(), [self](io::Connection conn) {
       const unsigned target = self->next_reactor_++ % self->rt_.size();
-      io::Reactor::Current()->SendTo(target, [self, c = std::move(conn)]() mutable {
-        io::Spawn(self->Serve(std::move(c)));
-      });
+      io::Reactor::Current()->SendTo(
+          target, [self, c = std::move(conn)]() mutable { io::Spawn(self->Serve(std::move(c))); });
     });
   });
   if (!ran.ok()) return ran;

@@ -28,11 +28,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
+#include "http/framing.h"
+#include "io/acceptor.h"
+
 #include "openlake/io/reactor.h"
 #include "openlake/io/socket.h"
 #include "openlake/io/task.h"
-#include "http/framing.h"
-#include "io/acceptor.h"
 
 namespace openlake::http {
 
@@ -126,9 +128,8 @@ using Handler = std::function<io::Task<void>(Exchange&)>;
 class Server {
  public:
   static absl::StatusOr<std::unique_ptr<Server>> Start(io::Runtime& rt,
-                                                           const io::SocketAddress& addr,
-                                                           ServerOptions options,
-                                                           Handler handler);
+                                                       const io::SocketAddress& addr,
+                                                       ServerOptions options, Handler handler);
   ~Server();  // Stop()
 
   uint16_t port() const { return port_; }

@@ -108,7 +108,9 @@ void internal::AcceptorState::CheckDeadlines() {
     absl::MutexLock lock(&mu);
     for (ConnectionSlot* s : open) {
       if (s->deadline_ns.load(std::memory_order_acquire) > now) continue;
-      if (!s->expired.exchange(true, std::memory_order_acq_rel)) shutdown(s->fd, SHUT_RDWR);
+      if (!s->expired.exchange(true, std::memory_order_acq_rel)) {
+        shutdown(s->fd, SHUT_RDWR);
+      }
     }
   }
   check_armed.store(false, std::memory_order_release);
@@ -126,7 +128,9 @@ struct Acceptor::Listener final : Completion {
   bool multishot = true;
   bool armed = false;
   bool closed = false;
-  void Complete(int32_t res, uint32_t flags) noexcept override { owner->OnAccept(this, res, flags); }
+  void Complete(int32_t res, uint32_t flags) noexcept override {
+    owner->OnAccept(this, res, flags);
+  }
 };
 
 Acceptor::Acceptor(Reactor& reactor, AcceptorOptions options)
@@ -135,7 +139,7 @@ Acceptor::Acceptor(Reactor& reactor, AcceptorOptions options)
       state_(std::make_shared<internal::AcceptorState>(reactor, opts_.deadline_check)) {}
 
 absl::StatusOr<std::unique_ptr<Acceptor>> Acceptor::Create(Reactor& reactor,
-                                                          AcceptorOptions options) {
+                                                           AcceptorOptions options) {
   if (Reactor::Current() != &reactor) {
     return absl::FailedPreconditionError("Acceptor::Create must run on its reactor's thread");
   }
@@ -191,8 +195,8 @@ void Acceptor::OnAccept(Listener* l, int32_t res, uint32_t flags) {
     l->multishot = false;  // a kernel without multishot accept
   } else if (res < 0) {
     if (!l->closed && res != -ECANCELED) {
-      OL_LOG_EVERY_N_SEC(kWarning, 5) << opts_.name << ": accept on " << l->addr.ToString()
-                                      << ": " << ErrnoStatus(res, "accept").message();
+      OL_LOG_EVERY_N_SEC(kWarning, 5) << opts_.name << ": accept on " << l->addr.ToString() << ": "
+                                      << ErrnoStatus(res, "accept").message();
     }
   } else if (l->closed || stopping_ ||
              state_->count.load(std::memory_order_acquire) >= opts_.max_connections) {

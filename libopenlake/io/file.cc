@@ -10,9 +10,8 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 
-#include "openlake/strings.h"
-
 #include "openlake/status.h"
+#include "openlake/strings.h"
 
 namespace openlake::io {
 namespace {

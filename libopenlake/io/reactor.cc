@@ -12,11 +12,11 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "openlake/strings.h"
 #include "io/reactor_impl.h"
 
 #include "openlake/log.h"
 #include "openlake/status.h"
+#include "openlake/strings.h"
 
 namespace openlake::io {
 namespace {

@@ -15,9 +15,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-#include "openlake/strings.h"
-
 #include "openlake/status.h"
+#include "openlake/strings.h"
 
 namespace openlake::io {
 
@@ -274,8 +273,8 @@ bool WaitReady(int fd, short events, absl::Time deadline, absl::Duration spin) {
   }
 }
 
-absl::Status SendAll(int fd, iovec* iov, size_t count, std::string_view peer,
-                     absl::Time deadline, absl::Duration stall) {
+absl::Status SendAll(int fd, iovec* iov, size_t count, std::string_view peer, absl::Time deadline,
+                     absl::Duration stall) {
   size_t first = 0;
   while (first < count && iov[first].iov_len == 0) ++first;
   while (first < count) {

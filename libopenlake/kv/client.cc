@@ -4,7 +4,6 @@
 
 #include <cstring>
 
-#include "openlake/strings.h"
 #include "kv/layout.h"
 #include "kv/slab.h"
 #include "kv/wire.h"
@@ -13,6 +12,7 @@
 #include "openlake/log.h"
 #include "openlake/net/rpc.h"
 #include "openlake/status.h"
+#include "openlake/strings.h"
 
 namespace openlake::kv {
 

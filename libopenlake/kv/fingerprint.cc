@@ -1,7 +1,6 @@
-#include "openlake/strings.h"
-
 #include "openlake/checksum.h"
 #include "openlake/kv/types.h"
+#include "openlake/strings.h"
 
 namespace openlake::kv {
 namespace {

@@ -5,10 +5,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "openlake/strings.h"
-
 #include "openlake/log.h"
 #include "openlake/status.h"
+#include "openlake/strings.h"
 
 namespace openlake::kv {
 
@@ -364,7 +363,7 @@ void Pool::EndPins(Session& sess, PinBatch& batch) {
 // ---- Operations ---------------------------------------------------------------------------------
 
 absl::StatusOr<std::vector<SlotGrant>> Pool::Reserve(uint64_t session, NsRef ref, uint32_t count,
-                                                       bool allow_partial, int64_t now_ns) {
+                                                     bool allow_partial, int64_t now_ns) {
   OL_ASSIGN_OR_RETURN(NamespaceState * ns, Check(ref));
   if (count == 0) return std::vector<SlotGrant>{};
   const uint64_t max_slots = uint64_t{classes_[ns->cls].slots_per_segment} * header_->segment_count;
@@ -511,8 +510,8 @@ absl::Status Pool::Commit(uint64_t session, NsRef ref, absl::Span<const CommitEn
   return absl::OkStatus();
 }
 
-absl::StatusOr<Pins> Pool::Lookup(uint64_t session, NsRef ref,
-                                          absl::Span<const BlockKey> keys, int64_t now_ns) {
+absl::StatusOr<Pins> Pool::Lookup(uint64_t session, NsRef ref, absl::Span<const BlockKey> keys,
+                                  int64_t now_ns) {
   OL_ASSIGN_OR_RETURN(NamespaceState * ns, Check(ref));
   last_now_ns_ = now_ns;
   ++counters_.lookups;

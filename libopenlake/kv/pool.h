@@ -76,7 +76,7 @@ class Pool {
   // Reserves `count` slots for `ns`. With `allow_partial`, returns as many as could be had
   // (ResourceExhausted only when none); without, all or ResourceExhausted.
   absl::StatusOr<std::vector<SlotGrant>> Reserve(uint64_t session, NsRef ns, uint32_t count,
-                                             bool allow_partial, int64_t now_ns);
+                                                 bool allow_partial, int64_t now_ns);
   // Makes the blocks visible, all or none: every slot must be reserved by this session for this
   // namespace with its lease still running (FailedPrecondition otherwise, naming the entry),
   // and no slot or key may appear twice. A key already present is replaced (newest wins).
@@ -84,7 +84,7 @@ class Pool {
                       int64_t now_ns);
   // The longest run of leading keys present, pinned for this session as one pin batch.
   absl::StatusOr<Pins> Lookup(uint64_t session, NsRef ns, absl::Span<const BlockKey> keys,
-                                int64_t now_ns);
+                              int64_t now_ns);
   // Drops this session's pin batches and frees its reservations. Unknown ones are
   // InvalidArgument (after releasing the valid ones).
   absl::Status Release(uint64_t session, absl::Span<const uint64_t> pin_batches,

@@ -5,7 +5,6 @@
 
 #include <chrono>
 
-#include "openlake/strings.h"
 #include "kv/pool.h"
 #include "kv/slab.h"
 #include "kv/wire.h"
@@ -13,6 +12,7 @@
 #include "openlake/log.h"
 #include "openlake/net/rpc.h"
 #include "openlake/status.h"
+#include "openlake/strings.h"
 #include "openlake/version.h"
 
 namespace openlake::kv {

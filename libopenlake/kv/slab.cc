@@ -8,10 +8,10 @@
 #include <chrono>
 #include <cstring>
 
-#include "openlake/strings.h"
 #include "common/random.h"
 
 #include "openlake/status.h"
+#include "openlake/strings.h"
 
 namespace openlake::kv {
 

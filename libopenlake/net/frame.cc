@@ -6,9 +6,8 @@
 #include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
 
-#include "openlake/strings.h"
-
 #include "openlake/log.h"
+#include "openlake/strings.h"
 
 namespace openlake::net {
 namespace {

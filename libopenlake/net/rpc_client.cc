@@ -6,12 +6,12 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "openlake/strings.h"
 #include "net/frame.h"
 
 #include "openlake/log.h"
 #include "openlake/net/rpc.h"
 #include "openlake/status.h"
+#include "openlake/strings.h"
 
 namespace openlake::net {
 namespace {
@@ -112,8 +112,7 @@ absl::Status RpcClient::Handshake(const RpcClientOptions& options) {
 absl::Status RpcClient::SendAll(const std::string& bytes) {
   if (fd_ < 0) return absl::UnavailableError(StrCat("not connected to ", addr_.ToString()));
   iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
-  const absl::Status st =
-      io::SendAll(fd_, &iov, 1, peer_, absl::Now() + options_.call_timeout);
+  const absl::Status st = io::SendAll(fd_, &iov, 1, peer_, absl::Now() + options_.call_timeout);
   if (st.ok()) return st;
   Broken(st);
   if (absl::IsDeadlineExceeded(st)) return st;

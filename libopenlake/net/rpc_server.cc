@@ -9,11 +9,11 @@
 #include "common/random.h"
 #include "io/acceptor.h"
 #include "net/frame.h"
-#include "openlake/strings.h"
 
 #include "openlake/log.h"
 #include "openlake/net/rpc.h"
 #include "openlake/status.h"
+#include "openlake/strings.h"
 #include "openlake/version.h"
 
 namespace openlake::net {

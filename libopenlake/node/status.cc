@@ -3,11 +3,11 @@
 
 #include <utility>
 
-#include "openlake/strings.h"
 #include "node/node.pb.h"
 
 #include "openlake/io/socket.h"
 #include "openlake/status.h"
+#include "openlake/strings.h"
 
 namespace openlake::node {
 

@@ -2,9 +2,9 @@
 // openlake/s3/server.h).
 #include "openlake/s3/server.h"
 
-#include "s3/auth/credentials.h"
 #include "http/server.h"
 #include "s3/api/service.h"
+#include "s3/auth/credentials.h"
 
 #include "openlake/io/socket.h"
 

@@ -3,11 +3,12 @@
 // replaces beside it; only once a write quorum of drives has it does phase 2 drop the old one.
 // A crash between the two leaves both on the drives, and the read quorum picks whichever
 // enough drives hold: the old object or the new one, never a mix, never neither.
-#include "openlake/strings.h"
-#include "openlake/log.h"
 #include "store/engine.h"
 #include "store/errors.h"
 #include "store/names.h"
+
+#include "openlake/log.h"
+#include "openlake/strings.h"
 
 namespace openlake::store {
 namespace {

@@ -1,10 +1,11 @@
 #include <cstring>
 
-#include "openlake/strings.h"
-#include "openlake/io/buffer.h"
-#include "openlake/status.h"
 #include "store/engine.h"
 #include "store/names.h"
+
+#include "openlake/io/buffer.h"
+#include "openlake/status.h"
+#include "openlake/strings.h"
 
 namespace openlake::store {
 

@@ -2,18 +2,18 @@
 #include "store/drive_probe.h"
 
 #include <fcntl.h>
+#include <google/protobuf/util/json_util.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include <google/protobuf/util/json_util.h>
-
 #include <cerrno>
 #include <cstring>
 
+#include "store/names.h"
+
 #include "openlake/status.h"
 #include "openlake/strings.h"
-#include "store/names.h"
 
 namespace openlake::store {
 namespace {
@@ -105,16 +105,26 @@ DriveProbe ProbeDrive(const std::string& path, const FileBackendFactory& factory
 
 std::string_view DriveStateName(DriveState state) {
   switch (state) {
-    case DriveState::kOk: return "ok";
-    case DriveState::kReplaced: return "replaced";
-    case DriveState::kMissing: return "missing";
-    case DriveState::kUnformattedEmpty: return "unformatted-empty";
-    case DriveState::kUnformattedNonempty: return "unformatted-nonempty";
-    case DriveState::kCorruptFormat: return "corrupt-format";
-    case DriveState::kForeign: return "foreign";
-    case DriveState::kDuplicate: return "duplicate";
-    case DriveState::kSpare: return "spare";
-    case DriveState::kError: return "error";
+    case DriveState::kOk:
+      return "ok";
+    case DriveState::kReplaced:
+      return "replaced";
+    case DriveState::kMissing:
+      return "missing";
+    case DriveState::kUnformattedEmpty:
+      return "unformatted-empty";
+    case DriveState::kUnformattedNonempty:
+      return "unformatted-nonempty";
+    case DriveState::kCorruptFormat:
+      return "corrupt-format";
+    case DriveState::kForeign:
+      return "foreign";
+    case DriveState::kDuplicate:
+      return "duplicate";
+    case DriveState::kSpare:
+      return "spare";
+    case DriveState::kError:
+      return "error";
   }
   return "error";
 }

@@ -3,20 +3,21 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-
 #include <filesystem>
 #include <map>
 
 #include "absl/time/clock.h"
-#include "openlake/strings.h"
+
+#include "store/drive_probe.h"
+#include "store/engine.h"
+#include "store/errors.h"
+#include "store/names.h"
+
 #include "openlake/io/buffer.h"
 #include "openlake/io/file.h"
 #include "openlake/log.h"
 #include "openlake/status.h"
-#include "store/engine.h"
-#include "store/drive_probe.h"
-#include "store/errors.h"
-#include "store/names.h"
+#include "openlake/strings.h"
 
 namespace openlake::store {
 namespace {

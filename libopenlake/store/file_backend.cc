@@ -9,9 +9,9 @@
 
 #include <filesystem>
 
-#include "openlake/strings.h"
 #include "openlake/io/file.h"
 #include "openlake/status.h"
+#include "openlake/strings.h"
 
 namespace openlake::store {
 namespace {

@@ -8,14 +8,15 @@
 // versions or metadata of a write that never reached quorum are cleaned the same way.
 #include <cstring>
 
-#include "openlake/strings.h"
+#include "store/engine.h"
+#include "store/errors.h"
+#include "store/names.h"
+
 #include "openlake/checksum.h"
 #include "openlake/io/buffer.h"
 #include "openlake/log.h"
 #include "openlake/status.h"
-#include "store/engine.h"
-#include "store/errors.h"
-#include "store/names.h"
+#include "openlake/strings.h"
 
 namespace openlake::store {
 namespace {

@@ -12,10 +12,11 @@
 #include <algorithm>
 #include <map>
 
-#include "openlake/strings.h"
 #include "store/engine.h"
 #include "store/errors.h"
 #include "store/names.h"
+
+#include "openlake/strings.h"
 
 namespace openlake::store {
 namespace {

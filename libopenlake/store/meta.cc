@@ -5,9 +5,10 @@
 
 #include "absl/random/random.h"
 
-#include "openlake/strings.h"
-#include "openlake/checksum.h"
 #include "store/errors.h"
+
+#include "openlake/checksum.h"
+#include "openlake/strings.h"
 
 namespace openlake::store {
 namespace {

@@ -9,11 +9,12 @@
 #include <algorithm>
 #include <map>
 
-#include "openlake/strings.h"
-#include "openlake/log.h"
 #include "store/engine.h"
 #include "store/errors.h"
 #include "store/names.h"
+
+#include "openlake/log.h"
+#include "openlake/strings.h"
 
 namespace openlake::store {
 namespace {

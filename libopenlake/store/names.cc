@@ -2,8 +2,9 @@
 
 #include <cctype>
 
-#include "openlake/strings.h"
 #include "store/errors.h"
+
+#include "openlake/strings.h"
 
 namespace openlake::store {
 namespace {

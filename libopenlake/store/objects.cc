@@ -1,9 +1,10 @@
 // Stat, delete and copy of objects; conditional requests and byte ranges.
-#include "openlake/strings.h"
-#include "openlake/log.h"
 #include "store/engine.h"
 #include "store/errors.h"
 #include "store/names.h"
+
+#include "openlake/log.h"
+#include "openlake/strings.h"
 
 namespace openlake::store {
 namespace {

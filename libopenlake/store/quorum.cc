@@ -2,11 +2,12 @@
 // on (docs/object-store.md, "Read quorum").
 #include <map>
 
-#include "openlake/strings.h"
-#include "openlake/log.h"
 #include "store/engine.h"
 #include "store/errors.h"
 #include "store/names.h"
+
+#include "openlake/log.h"
+#include "openlake/strings.h"
 
 namespace openlake::store {
 

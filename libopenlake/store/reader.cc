@@ -5,14 +5,15 @@
 // object for healing. The next block is read ahead while the caller consumes this one.
 #include <cstring>
 
-#include "openlake/strings.h"
+#include "store/engine.h"
+#include "store/errors.h"
+#include "store/names.h"
+
 #include "openlake/checksum.h"
 #include "openlake/io/buffer.h"
 #include "openlake/log.h"
 #include "openlake/status.h"
-#include "store/engine.h"
-#include "store/errors.h"
-#include "store/names.h"
+#include "openlake/strings.h"
 
 namespace openlake::store {
 namespace {

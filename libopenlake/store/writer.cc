@@ -11,15 +11,16 @@
 
 #include <cstring>
 
-#include "openlake/strings.h"
-#include "openlake/checksum.h"
-#include "openlake/io/buffer.h"
-#include "openlake/log.h"
-#include "openlake/status.h"
 #include "common/digest.h"
 #include "store/engine.h"
 #include "store/errors.h"
 #include "store/names.h"
+
+#include "openlake/checksum.h"
+#include "openlake/io/buffer.h"
+#include "openlake/log.h"
+#include "openlake/status.h"
+#include "openlake/strings.h"
 
 namespace openlake::store {
 namespace {

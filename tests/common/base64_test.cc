@@ -1,10 +1,10 @@
 // Base64 (common/base64.h).
-#include <catch2/catch.hpp>
+#include "common/base64.h"
 
 #include <optional>
 #include <string>
 
-#include "common/base64.h"
+#include <catch2/catch.hpp>
 
 namespace openlake {
 namespace {

@@ -31,7 +31,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (used > piece.size()) __builtin_trap();
       if (ev.kind == http::ChunkedDecoder::Event::kData) data_bytes += ev.data.size();
       piece.remove_prefix(used);
-      if (ev.kind == http::ChunkedDecoder::Event::kEnd || ev.kind == http::ChunkedDecoder::Event::kError) break;
+      if (ev.kind == http::ChunkedDecoder::Event::kEnd ||
+          ev.kind == http::ChunkedDecoder::Event::kError)
+        break;
       if (used == 0 && ev.kind == http::ChunkedDecoder::Event::kNeedMore) break;
     }
   }

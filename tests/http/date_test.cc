@@ -1,7 +1,7 @@
 // HTTP dates (http/date.h).
-#include <catch2/catch.hpp>
-
 #include "http/date.h"
+
+#include <catch2/catch.hpp>
 
 namespace openlake::http {
 namespace {

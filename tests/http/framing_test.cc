@@ -1,12 +1,12 @@
 // HTTP/1.1 request heads and chunked bodies: what is accepted, what is refused with which
 // status, and that feeding the bytes in any pieces gives the same answer.
-#include <catch2/catch.hpp>
+#include "http/framing.h"
 
 #include <random>
 #include <string>
 #include <vector>
 
-#include "http/framing.h"
+#include <catch2/catch.hpp>
 
 namespace openlake::http {
 namespace {

@@ -1,7 +1,7 @@
 // The HTTP server over real loopback sockets: keep-alive, pipelining, bodies by length and
 // chunked, 100-continue, framing errors, timeouts, unread bodies, a client that vanishes,
 // and stopping with connections open.
-#include <catch2/catch.hpp>
+#include "http/server.h"
 
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -11,9 +11,11 @@
 #include <string>
 #include <thread>
 
+#include <catch2/catch.hpp>
+
 #include "common/digest.h"
-#include "http/server.h"
 #include "io/test_util.h"
+
 #include "openlake/io/socket.h"
 #include "openlake/strings.h"
 

@@ -16,10 +16,10 @@
 #include <catch2/catch.hpp>
 
 #include "../io/test_util.h"
-#include "integration_util.h"
 #include "../kv/kv_test_util.h"
-
 #include "daemon_config.h"
+#include "integration_util.h"
+
 #include "openlake/io/socket.h"
 #include "openlake/kv/client.h"
 

@@ -1,6 +1,6 @@
 // The acceptor over real loopback and Unix sockets: connections handed to the handler with
 // their peer, the cap, deadlines, stopping, and connections that outlive the acceptor.
-#include <catch2/catch.hpp>
+#include "io/acceptor.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,8 +10,10 @@
 #include <mutex>
 #include <vector>
 
-#include "io/acceptor.h"
+#include <catch2/catch.hpp>
+
 #include "io/test_util.h"
+
 #include "openlake/io/socket.h"
 
 namespace openlake::io {
@@ -153,8 +155,7 @@ TEST_CASE("acceptor: a deadline shuts the connection down; a cleared one does no
   close(b);
 }
 
-TEST_CASE("acceptor: stopping refuses new connections and ends the open ones",
-          "[io][acceptor]") {
+TEST_CASE("acceptor: stopping refuses new connections and ends the open ones", "[io][acceptor]") {
   Fixture f(AcceptorOptions{});
   const int a = Dial(f.addr);
   REQUIRE(WaitFor([&] { return f.held.size() == 1; }));
@@ -188,14 +189,15 @@ TEST_CASE("acceptor: connections may outlive it", "[io][acceptor]") {
   Held held;
   SocketAddress addr;
   REQUIRE(rt->RunOn(0, [&] {
-    acceptor = Acceptor::Create(*Reactor::Current(), {}).value();
-    addr = acceptor->Listen(SocketAddress::Parse("127.0.0.1:0").value(), ListenOptions(),
-                            [&held](Connection c) {
-                              std::lock_guard<std::mutex> g(held.mu);
-                              held.conns.push_back(std::move(c));
-                            })
-               .value();
-  }).ok());
+              acceptor = Acceptor::Create(*Reactor::Current(), {}).value();
+              addr = acceptor
+                         ->Listen(SocketAddress::Parse("127.0.0.1:0").value(), ListenOptions(),
+                                  [&held](Connection c) {
+                                    std::lock_guard<std::mutex> g(held.mu);
+                                    held.conns.push_back(std::move(c));
+                                  })
+                         .value();
+            }).ok());
   const int a = Dial(addr);
   REQUIRE(WaitFor([&] { return held.size() == 1; }));
   REQUIRE(rt->RunOn(0, [&] { acceptor->StopAccepting(); }).ok());

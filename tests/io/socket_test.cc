@@ -148,8 +148,8 @@ TEST_CASE("blocking transfers: whole sends, partial receives, deadlines, descrip
   // A peer that reads nothing: the send stalls and says so.
   std::string big(16 << 20, 'x');
   iovec one{big.data(), big.size()};
-  absl::Status st = openlake::io::SendAll(sv[0], &one, 1, "peer", absl::InfiniteFuture(),
-                                          absl::Milliseconds(50));
+  absl::Status st =
+      openlake::io::SendAll(sv[0], &one, 1, "peer", absl::InfiniteFuture(), absl::Milliseconds(50));
   CHECK(st.code() == absl::StatusCode::kDeadlineExceeded);
   CHECK(one.iov_len < big.size());  // what went is behind the entry now
   // A descriptor sent with the bytes comes back through `fds`.

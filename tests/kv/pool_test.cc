@@ -9,10 +9,10 @@
 #include "kv/slab.h"
 
 using openlake::kv::BlockKey;
+using openlake::kv::CommitEntry;
 using openlake::kv::LayoutFingerprint;
 using openlake::kv::Namespace;
 using openlake::kv::NsRef;
-using openlake::kv::CommitEntry;
 using openlake::kv::Pool;
 using openlake::kv::PoolOptions;
 using openlake::kv::SlabMapping;

@@ -1,7 +1,8 @@
-#include "common/random.h"
 #include "net/frame.h"
 
 #include <catch2/catch.hpp>
+
+#include "common/random.h"
 
 using namespace openlake::net;
 using openlake::RandomBytes;

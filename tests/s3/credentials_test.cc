@@ -1,14 +1,15 @@
 // Credentials: configured keys win; otherwise a pair is generated once, kept owner-only, and
 // refused when anyone else could have read or changed it.
-#include <catch2/catch.hpp>
+#include "s3/auth/credentials.h"
 
 #include <sys/stat.h>
 
 #include <fstream>
 #include <set>
 
+#include <catch2/catch.hpp>
+
 #include "io/test_util.h"
-#include "s3/auth/credentials.h"
 
 namespace openlake::s3 {
 namespace {

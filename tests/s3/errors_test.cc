@@ -1,10 +1,11 @@
 // S3 errors for every engine error kind and HTTP-layer failure, and request ids.
-#include <catch2/catch.hpp>
+#include "s3/api/errors.h"
 
 #include <set>
 #include <string>
 
-#include "s3/api/errors.h"
+#include <catch2/catch.hpp>
+
 #include "store/errors.h"
 
 namespace openlake::s3 {

@@ -1,10 +1,11 @@
 // Header values (fields.h) and S3's additional checksums (checksums.h).
-#include <catch2/catch.hpp>
+#include "s3/api/fields.h"
 
 #include <string>
 
+#include <catch2/catch.hpp>
+
 #include "s3/api/checksums.h"
-#include "s3/api/fields.h"
 
 namespace openlake::s3 {
 namespace {

@@ -1,10 +1,10 @@
 // Routing: every operation the server implements, path and virtual-host style, decoding, and
 // what it must refuse or leave unimplemented rather than mistake for a neighbour.
-#include <catch2/catch.hpp>
+#include "s3/api/route.h"
 
 #include <string>
 
-#include "s3/api/route.h"
+#include <catch2/catch.hpp>
 
 namespace openlake::s3 {
 namespace {

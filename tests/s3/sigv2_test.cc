@@ -1,12 +1,13 @@
 // SigV2 verification against requests signed by botocore's HmacV1Auth and HmacV1QueryAuth
 // (Debian 12's botocore, run once to make the vectors), and its refusals.
-#include <catch2/catch.hpp>
+#include "s3/auth/sigv2.h"
 
 #include <string>
 #include <vector>
 
+#include <catch2/catch.hpp>
+
 #include "openlake/strings.h"
-#include "s3/auth/sigv2.h"
 
 namespace openlake::s3 {
 namespace {
@@ -30,7 +31,8 @@ std::vector<http::Header> PutHeaders(std::string signature) {
           {"authorization", std::string("AWS ") + kKey + ":" + signature}};
 }
 
-SigV4Result VerifyPut(const std::vector<http::Header>& h, int64_t now, std::string_view method = "PUT") {
+SigV4Result VerifyPut(const std::vector<http::Header>& h, int64_t now,
+                      std::string_view method = "PUT") {
   const SigV4Request r{method, "/bucket/dir/a%20b.txt", "uploadId=xyz&partNumber=2", &h};
   REQUIRE(IsSigV2(r));
   return VerifySigV2(r, "", Secrets(), now, "us-east-1");
@@ -91,8 +93,8 @@ TEST_CASE("sigv2: a path-style bucket request verifies with the resource /bucket
   // the path it sends. (Vectors: HMAC-SHA1 of "PUT\n\n\n<date>\n" + each resource.)
   auto verify = [](std::string_view path, std::string_view sig) {
     const std::vector<http::Header> h = {{"host", "127.0.0.1:9000"},
-                                   {"date", "Tue, 01 Dec 2026 00:19:17 GMT"},
-                                   {"authorization", StrCat("AWS ", kKey, ":", sig)}};
+                                         {"date", "Tue, 01 Dec 2026 00:19:17 GMT"},
+                                         {"authorization", StrCat("AWS ", kKey, ":", sig)}};
     const SigV4Request r{"PUT", path, "", &h};
     return VerifySigV2(r, "", Secrets(), kSigned, "us-east-1");
   };

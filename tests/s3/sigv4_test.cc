@@ -1,12 +1,12 @@
 // SigV4 verification against requests signed by AWS's own signer (botocore, run once to make
 // the vectors below) and the worked examples of the S3 documentation; and every way a request
 // is refused.
-#include <catch2/catch.hpp>
+#include "s3/auth/sigv4.h"
 
 #include <string>
 #include <vector>
 
-#include "s3/auth/sigv4.h"
+#include <catch2/catch.hpp>
 
 namespace openlake::s3 {
 namespace {

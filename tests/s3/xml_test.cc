@@ -1,10 +1,10 @@
 // S3 XML: escaping, writing, error bodies, and reading CompleteMultipartUpload and Delete
 // documents (well-formed, invalid, hostile).
-#include <catch2/catch.hpp>
+#include "s3/api/xml.h"
 
 #include <string>
 
-#include "s3/api/xml.h"
+#include <catch2/catch.hpp>
 
 namespace openlake::s3 {
 namespace {

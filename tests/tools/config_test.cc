@@ -1,9 +1,9 @@
-#include "daemon_config.h"
-
 #include <fstream>
 #include <sstream>
 
 #include <catch2/catch.hpp>
+
+#include "daemon_config.h"
 
 using openlake::tools::Config;
 using openlake::tools::ParseConfig;

@@ -10,9 +10,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "daemon_config.h"
 #include "human_bytes.h"
 
-#include "daemon_config.h"
 #include "openlake/kv/client.h"
 
 namespace openlake::cli {

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "cli.h"
-
 #include "daemon_config.h"
 
 namespace openlake::cli {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "cli.h"
-
 #include "daemon_config.h"
+
 #include "openlake/store/store.h"
 
 namespace openlake::cli {

@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "cli.h"
-
 #include "daemon_config.h"
+
 #include "openlake/io/reactor.h"
 
 namespace openlake::cli {

@@ -20,11 +20,11 @@
 #include "absl/strings/str_join.h"
 
 #include "admin_sources.h"
+#include "daemon_config.h"
 #include "human_bytes.h"
 #include "node_status.h"
 #include "object_store.h"
 
-#include "daemon_config.h"
 #include "openlake/io/reactor.h"
 #include "openlake/io/socket.h"
 #include "openlake/kv/service.h"
@@ -101,7 +101,8 @@ bool ApplyEnvironment(openlake::tools::Config* cfg) {
 int Run(const std::string& config_path) {
   const absl::Time started = absl::Now();
   absl::StatusOr<openlake::tools::Config> cfg_or =
-      config_path.empty() ? openlake::tools::DefaultConfig() : openlake::tools::LoadConfigFile(config_path);
+      config_path.empty() ? openlake::tools::DefaultConfig()
+                          : openlake::tools::LoadConfigFile(config_path);
   if (!cfg_or.ok()) {
     std::fprintf(stderr, "openlaked: %s\n", std::string(cfg_or.status().message()).c_str());
     return 2;
@@ -165,8 +166,8 @@ int Run(const std::string& config_path) {
   for (unsigned i = 0; i < rt->size(); ++i) cpus.push_back(rt->reactor(i).cpu());
   std::printf("openlaked %s (%s, config %s): %u reactors pinned to CPUs %s, io_uring %s\n",
               std::string(openlake::Version()).c_str(),
-              std::string(openlake::tools::ModeName(cfg.mode)).c_str(), cfg.source.c_str(), rt->size(),
-              absl::StrJoin(cpus, ",").c_str(),
+              std::string(openlake::tools::ModeName(cfg.mode)).c_str(), cfg.source.c_str(),
+              rt->size(), absl::StrJoin(cpus, ",").c_str(),
               rt->reactor(0).deferred_taskrun() ? "SINGLE_ISSUER|DEFER_TASKRUN"
                                                 : "(plain flags: older kernel)");
 

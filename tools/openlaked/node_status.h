@@ -10,9 +10,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
+#include "daemon_config.h"
 #include "object_store.h"
 
-#include "daemon_config.h"
 #include "openlake/node/status.h"
 
 class NodeStatusSource {

@@ -118,8 +118,8 @@ absl::StatusOr<std::unique_ptr<ObjectStoreNode>> ObjectStoreNode::Start(
   if (!store.ok()) return store.status();
   impl->store = *std::move(store);
 
-  absl::StatusOr<std::unique_ptr<openlake::s3::S3Server>> server = openlake::s3::S3Server::Start(
-      rt, *impl->store, openlake::tools::S3ServerOptionsFor(cfg));
+  absl::StatusOr<std::unique_ptr<openlake::s3::S3Server>> server =
+      openlake::s3::S3Server::Start(rt, *impl->store, openlake::tools::S3ServerOptionsFor(cfg));
   if (!server.ok()) return server.status();
   impl->server = *std::move(server);
 

@@ -6,7 +6,9 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+
 #include "daemon_config.h"
+
 #include "openlake/io/reactor.h"
 #include "openlake/node/status.h"
 #include "openlake/prometheus.h"

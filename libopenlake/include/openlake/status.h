@@ -67,10 +67,10 @@ absl::Status AsStatus(const absl::StatusOr<T>& s) {
 // which must co_return instead of return.
 // `expr` is usually a co_await: it is evaluated in a declaration of its own, never in an if's
 // head (g++ 12 miscompiles co_await in conditions; docs/architecture.md).
-#define OL_CO_RETURN_IF_ERROR(expr)                                        \
-  do {                                                                     \
-    auto ol_status_ = ::openlake::internal::AsStatus(expr);                \
-    if (!ol_status_.ok()) co_return ol_status_;                            \
+#define OL_CO_RETURN_IF_ERROR(expr)                         \
+  do {                                                      \
+    auto ol_status_ = ::openlake::internal::AsStatus(expr); \
+    if (!ol_status_.ok()) co_return ol_status_;             \
   } while (0)
 
 #define OL_CO_ASSIGN_OR_RETURN(lhs, rexpr) \

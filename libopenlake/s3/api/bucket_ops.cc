@@ -1,9 +1,10 @@
 // Bucket operations: ListBuckets, CreateBucket, DeleteBucket, HeadBucket, GetBucketLocation,
 // GetBucketVersioning (see ops.h).
-#include "openlake/strings.h"
 #include "s3/api/fields.h"
 #include "s3/api/ops.h"
 #include "s3/api/xml.h"
+
+#include "openlake/strings.h"
 
 namespace openlake::s3 {
 
@@ -50,7 +51,8 @@ io::Task<void> CreateBucket(Call& c) {
           region->empty() ? std::string_view("unspecified") : std::string_view(*region);
       std::string message = StrCat("The ", named,
                                    " location constraint is incompatible for the region specific "
-                                   "endpoint this request was sent to (", c.opts.region, ").");
+                                   "endpoint this request was sent to (",
+                                   c.opts.region, ").");
       co_await c.Error("IllegalLocationConstraintException", 400, std::move(message));
       co_return;
     }

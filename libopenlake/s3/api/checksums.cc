@@ -1,10 +1,10 @@
 // S3's additional checksums (see checksums.h).
 #include "s3/api/checksums.h"
 
-#include <isa-l/crc.h>
-
 #include <algorithm>
 #include <array>
+
+#include <isa-l/crc.h>
 
 namespace openlake::s3 {
 namespace {

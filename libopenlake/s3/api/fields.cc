@@ -1,7 +1,6 @@
 // HTTP field values of the S3 handlers (see fields.h).
 #include "s3/api/fields.h"
 
-
 #include <cctype>
 #include <cstring>
 

@@ -11,10 +11,12 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "openlake/store/store.h"
+
 #include "common/base64.h"
 #include "http/date.h"
 #include "http/framing.h"
+
+#include "openlake/store/store.h"
 
 namespace openlake::s3 {
 

@@ -1,11 +1,12 @@
 // Listings: ListObjects (v1 and v2), ListMultipartUploads, ListParts (see ops.h).
 #include <charconv>
 
-#include "openlake/strings.h"
 #include "s3/api/fields.h"
 #include "s3/api/ops.h"
-#include "s3/auth/sigv4.h"
 #include "s3/api/xml.h"
+#include "s3/auth/sigv4.h"
+
+#include "openlake/strings.h"
 
 namespace openlake::s3 {
 namespace {

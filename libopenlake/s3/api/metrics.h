@@ -5,9 +5,10 @@
 
 #include <cstdint>
 
+#include "s3/api/route.h"
+
 #include "openlake/metrics.h"
 #include "openlake/prometheus.h"
-#include "s3/api/route.h"
 
 namespace openlake::s3 {
 

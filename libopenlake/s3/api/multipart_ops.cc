@@ -3,11 +3,13 @@
 #include <charconv>
 
 #include "absl/types/span.h"
-#include "openlake/strings.h"
+
 #include "s3/api/fields.h"
 #include "s3/api/ops.h"
 #include "s3/api/payload.h"
 #include "s3/api/xml.h"
+
+#include "openlake/strings.h"
 
 namespace openlake::s3 {
 namespace {

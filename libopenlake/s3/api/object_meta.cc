@@ -3,9 +3,10 @@
 #include <utility>
 #include <vector>
 
-#include "openlake/strings.h"
 #include "s3/api/fields.h"
 #include "s3/api/ops.h"
+
+#include "openlake/strings.h"
 
 namespace openlake::s3 {
 namespace {
@@ -98,7 +99,8 @@ void AddObjectHeaders(Call& c, const store::ObjectInfo& info) {
   for (auto& [name, value] : hs) c.ex.AddHeader(std::move(name), std::move(value));
 }
 
-bool ParseCopySource(const http::Request& req, std::string* bucket, std::string* key, S3Error* error) {
+bool ParseCopySource(const http::Request& req, std::string* bucket, std::string* key,
+                     S3Error* error) {
   std::string_view v = req.Value("x-amz-copy-source");
   const size_t q = v.find('?');
   if (q != std::string_view::npos) {

@@ -4,12 +4,14 @@
 #include <cstddef>
 
 #include "absl/types/span.h"
-#include "openlake/strings.h"
-#include "openlake/log.h"
+
 #include "s3/api/fields.h"
 #include "s3/api/ops.h"
 #include "s3/api/payload.h"
 #include "s3/api/xml.h"
+
+#include "openlake/log.h"
+#include "openlake/strings.h"
 
 namespace openlake::s3 {
 namespace {

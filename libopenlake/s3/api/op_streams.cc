@@ -3,9 +3,11 @@
 #include <cstddef>
 
 #include "absl/types/span.h"
-#include "openlake/strings.h"
+
 #include "s3/api/fields.h"
 #include "s3/api/ops.h"
+
+#include "openlake/strings.h"
 
 namespace openlake::s3 {
 namespace {

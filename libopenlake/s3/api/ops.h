@@ -6,10 +6,11 @@
 #include <optional>
 #include <string>
 
-#include "openlake/io/task.h"
-#include "openlake/store/store.h"
 #include "s3/api/payload.h"
 #include "s3/api/service.h"
+
+#include "openlake/io/task.h"
+#include "openlake/store/store.h"
 
 namespace openlake::s3 {
 
@@ -75,6 +76,7 @@ bool PutOptionsFrom(const http::Request& req, store::PutOptions* out, S3Error* e
 // response-* overrides of the query applied.
 void AddObjectHeaders(Call& c, const store::ObjectInfo& info);
 // "/bucket/key" (or "bucket/key") of x-amz-copy-source, decoded; false with the S3 error.
-bool ParseCopySource(const http::Request& req, std::string* bucket, std::string* key, S3Error* error);
+bool ParseCopySource(const http::Request& req, std::string* bucket, std::string* key,
+                     S3Error* error);
 
 }  // namespace openlake::s3

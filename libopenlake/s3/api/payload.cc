@@ -3,9 +3,10 @@
 
 #include <openssl/crypto.h>
 
-#include "openlake/strings.h"
-#include "openlake/status.h"
 #include "s3/api/fields.h"
+
+#include "openlake/status.h"
+#include "openlake/strings.h"
 
 namespace openlake::s3 {
 namespace {

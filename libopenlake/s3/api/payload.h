@@ -24,13 +24,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "common/digest.h"
-#include "openlake/io/task.h"
-#include "s3/api/checksums.h"
-#include "s3/api/errors.h"
 #include "http/framing.h"
 #include "http/server.h"
+#include "s3/api/checksums.h"
+#include "s3/api/errors.h"
 #include "s3/auth/sigv4.h"
+
+#include "openlake/io/task.h"
 
 namespace openlake::s3 {
 

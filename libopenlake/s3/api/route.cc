@@ -73,7 +73,9 @@ std::string_view OpName(Op op) {
   return "NotImplemented";
 }
 
-const std::string* Route::Param(std::string_view name) const { return http::FindParam(query, name); }
+const std::string* Route::Param(std::string_view name) const {
+  return http::FindParam(query, name);
+}
 
 Route RouteRequest(const http::Request& req, const RouteOptions& options) {
   Route r;

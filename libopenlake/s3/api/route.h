@@ -66,5 +66,4 @@ struct Route {
 
 Route RouteRequest(const http::Request& req, const RouteOptions& options = RouteOptions());
 
-
 }  // namespace openlake::s3

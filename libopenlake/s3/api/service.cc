@@ -2,11 +2,13 @@
 #include "s3/api/service.h"
 
 #include "absl/time/clock.h"
-#include "openlake/strings.h"
-#include "openlake/log.h"
+
 #include "s3/api/ops.h"
-#include "s3/auth/sigv2.h"
 #include "s3/api/xml.h"
+#include "s3/auth/sigv2.h"
+
+#include "openlake/log.h"
+#include "openlake/strings.h"
 
 namespace openlake::s3 {
 

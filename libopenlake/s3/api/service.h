@@ -7,14 +7,15 @@
 #include <string>
 #include <string_view>
 
-#include "openlake/io/task.h"
-#include "openlake/store/store.h"
-#include "s3/auth/credentials.h"
-#include "s3/api/errors.h"
 #include "http/server.h"
+#include "s3/api/errors.h"
 #include "s3/api/metrics.h"
 #include "s3/api/route.h"
+#include "s3/auth/credentials.h"
 #include "s3/auth/sigv4.h"
+
+#include "openlake/io/task.h"
+#include "openlake/store/store.h"
 
 namespace openlake::s3 {
 

@@ -1,11 +1,11 @@
 // S3's XML (see xml.h).
 #include "s3/api/xml.h"
 
-#include <pugixml.hpp>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include <pugixml.hpp>
 
 namespace openlake::s3 {
 namespace {

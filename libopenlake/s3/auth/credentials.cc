@@ -9,10 +9,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "openlake/strings.h"
 #include "common/random.h"
+
 #include "openlake/io/file.h"
 #include "openlake/status.h"
+#include "openlake/strings.h"
 
 namespace openlake::s3 {
 namespace {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "openlake/s3/credential.h"
 
 namespace openlake::s3 {

@@ -13,8 +13,9 @@
 
 #include "absl/time/time.h"
 
-#include "openlake/strings.h"
 #include "s3/api/fields.h"
+
+#include "openlake/strings.h"
 
 namespace openlake::s3 {
 namespace {
@@ -60,7 +61,8 @@ bool IsSigV2(const SigV4Request& req) {
   const http::Header* a = http::FindHeader(*req.headers, "authorization");
   if (a != nullptr) return a->value.compare(0, 4, "AWS ") == 0;
   std::vector<std::pair<std::string, std::string>> params;
-  return http::ParseQueryString(req.query, &params) && http::FindParam(params, "AWSAccessKeyId") != nullptr &&
+  return http::ParseQueryString(req.query, &params) &&
+         http::FindParam(params, "AWSAccessKeyId") != nullptr &&
          http::FindParam(params, "Signature") != nullptr;
 }
 
@@ -87,8 +89,8 @@ SigV4Result VerifySigV2(const SigV4Request& req, std::string_view bucket_from_ho
     const http::Header* amz_date = http::FindHeader(headers, "x-amz-date");
     const http::Header* date = http::FindHeader(headers, "date");
     std::optional<absl::Time> t = http::ParseHttpDate(amz_date != nullptr ? amz_date->value
-                                                : date              ? date->value
-                                                                    : "");
+                                                      : date              ? date->value
+                                                                          : "");
     if (!t) {
       return AuthError("AccessDenied", 403,
                        "AWS authentication requires a valid Date or x-amz-date header");

@@ -11,8 +11,9 @@
 #include "absl/strings/str_join.h"
 
 #include "common/digest.h"
-#include "openlake/strings.h"
 #include "s3/api/fields.h"
+
+#include "openlake/strings.h"
 
 namespace openlake::s3 {
 namespace {
@@ -316,7 +317,8 @@ SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, in
     if (date != nullptr) {
       t = ParseAmzDate(date->value);
       r.amz_date = date->value;
-    } else if (const http::Header* http_date = http::FindHeader(headers, "date"); http_date != nullptr) {
+    } else if (const http::Header* http_date = http::FindHeader(headers, "date");
+               http_date != nullptr) {
       if (std::optional<absl::Time> d = http::ParseHttpDate(http_date->value)) {
         t = absl::ToUnixSeconds(*d);
         r.amz_date = FormatAmzDate(*t);

@@ -1,6 +1,7 @@
 // The blocking S3 client (see openlake/s3/client.h): requests signed by the server's own SigV4
-// code (sigv4.cc), responses framed by its HTTP parser (http.cc), error bodies read by its XML
-// reader (xml.cc).
+// code (s3/auth/sigv4.cc), responses framed by the HTTP layer's parser (http/framing.cc), error
+// bodies read by the S3 XML reader (s3/api/xml.cc), bytes moved by io/socket.h's blocking
+// transfers.
 #include "openlake/s3/client.h"
 
 #include <sys/socket.h>
@@ -13,13 +14,13 @@
 #include <cstring>
 #include <utility>
 
-#include "openlake/strings.h"
 #include "http/framing.h"
-#include "s3/auth/sigv4.h"
 #include "s3/api/xml.h"
+#include "s3/auth/sigv4.h"
 
 #include "openlake/io/socket.h"
 #include "openlake/status.h"
+#include "openlake/strings.h"
 
 namespace openlake::s3 {
 namespace {
@@ -131,7 +132,7 @@ class Client::Impl {
   // does not fit fails with OutOfRange). Returns the response head; a status other than 2xx
   // becomes the error it carries.
   absl::StatusOr<http::ResponseHead> Do(std::string_view method, const std::string& path,
-                                  std::string_view body, Sink* sink) {
+                                        std::string_view body, Sink* sink) {
     const std::string head = RequestHead(method, path, body);
     // A kept connection may have been closed by the server while idle: when nothing at all
     // came back, the request is sent once more on a new connection.
@@ -139,7 +140,8 @@ class Client::Impl {
       const bool fresh = fd < 0;
       if (fresh) OL_RETURN_IF_ERROR(Open());
       bool got_bytes = false;
-      absl::StatusOr<http::ResponseHead> r = SendAndReadHead(head, body, method == "HEAD", &got_bytes);
+      absl::StatusOr<http::ResponseHead> r =
+          SendAndReadHead(head, body, method == "HEAD", &got_bytes);
       if (!r.ok()) {
         CloseConn();
         if (!fresh && !got_bytes && attempt == 0 && absl::IsUnavailable(r.status())) continue;
@@ -215,13 +217,14 @@ class Client::Impl {
   std::string_view Buffered() const { return {rbuf.get() + rbeg, rend - rbeg}; }
 
   absl::StatusOr<http::ResponseHead> SendAndReadHead(std::string_view head, std::string_view body,
-                                               bool head_request, bool* got_bytes) {
+                                                     bool head_request, bool* got_bytes) {
     OL_RETURN_IF_ERROR(SendAll(head, body));
     while (true) {
       if (rend > rbeg) {
         *got_bytes = true;
         http::ResponseHead resp;
-        const http::HeadResult r = http::ParseResponseHead(Buffered(), http::Limits(), head_request, &resp);
+        const http::HeadResult r =
+            http::ParseResponseHead(Buffered(), http::Limits(), head_request, &resp);
         if (r.state == http::HeadResult::kError) {
           return absl::InternalError(StrCat("malformed response from ", o.endpoint, ": ", r.error));
         }

@@ -38,8 +38,8 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
-#include "openlake/s3/credential.h"
 #include "openlake/export.h"
+#include "openlake/s3/credential.h"
 
 namespace openlake::s3 {
 

@@ -19,10 +19,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "openlake/s3/credential.h"
+
 #include "openlake/export.h"
 #include "openlake/io/reactor.h"
 #include "openlake/prometheus.h"
+#include "openlake/s3/credential.h"
 #include "openlake/store/store.h"
 
 namespace openlake::s3 {

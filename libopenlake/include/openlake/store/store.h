@@ -248,7 +248,7 @@ struct DriveInspection {
   // with the other drives (foreign, duplicate and spare need the whole set).
   DriveState state = DriveState::kMissing;
   std::string detail;  // why, for kMissing, kUnformattedNonempty, kCorruptFormat and kError
-  std::optional<DriveIdentity> identity;  // with kOk
+  std::optional<DriveIdentity> identity;   // with kOk
   std::optional<uint64_t> capacity_bytes;  // of its file system
   std::optional<uint64_t> free_bytes;      // available to unprivileged writers
 };
