@@ -29,6 +29,8 @@ struct AdminServer::Impl {
     std::string_view path, query;
     http::SplitTarget(req.target, &path, &query);
     ex.AddHeader("Content-Type", "text/plain; charset=utf-8");
+    // A place from the reserve (the listener is full) serves only the probes: the server
+    // chose it by path before this token check (reserve_serves below).
     if (!Authorized(req)) {
       ex.SetStatus(401);
       ex.AddHeader("WWW-Authenticate", "Bearer");
@@ -81,9 +83,20 @@ absl::StatusOr<std::unique_ptr<AdminServer>> AdminServer::Start(AdminOptions opt
   impl->rt = *std::move(rt);
   if (absl::Status st = impl->rt->Start(); !st.ok()) return st;
   http::ServerOptions ho;
-  ho.max_connections = 64;
+  // Scrapes and probes are small and quick: a slow or idle client's place is taken back when
+  // the listener is full (http::ServerOptions), and a reserve of places serves the probes alone.
+  ho.max_connections = 128;
+  ho.max_per_client = 64;
+  ho.reserve = 32;
+  ho.reserve_serves = [](const http::Request& req) {
+    std::string_view path, query;
+    http::SplitTarget(req.target, &path, &query);
+    return path == "/health/live" || path == "/health/ready";
+  };
   ho.read_size = 16 << 10;
   ho.idle_timeout = absl::Seconds(30);
+  ho.head_timeout = absl::Seconds(10);
+  ho.reserve_head_timeout = absl::Seconds(2);
   Impl* raw = impl.get();
   absl::StatusOr<std::unique_ptr<http::Server>> http = http::Server::Start(
       *impl->rt, *addr, std::move(ho), [raw](http::Exchange& ex) { return raw->Handle(ex); });

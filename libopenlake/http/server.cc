@@ -101,8 +101,10 @@ struct Exchange::Conn {
 
   std::string_view Avail() const { return buf.view().substr(pos); }
 
-  // Reads more into buf: bytes read, 0 at the peer's end, -errno (-ETIMEDOUT when idle).
-  io::Task<int32_t> RecvSome() {
+  // Reads more into buf: bytes read, 0 at the peer's end, -errno (-ETIMEDOUT when nothing
+  // came for `wait`).
+  io::Task<int32_t> RecvSome() { return RecvSome(opts->idle_timeout); }
+  io::Task<int32_t> RecvSome(absl::Duration wait) {
     if (pos > 0 && (pos == buf.size() || pos > buf.size() / 2)) {
       buf.EraseFront(pos);
       pos = 0;
@@ -112,7 +114,7 @@ struct Exchange::Conn {
     io::Reactor& rr = *r;
     const int fdv = fd;
     auto recv = [&rr, fdv, dst, len](io::Completion* c) { rr.Recv(fdv, dst, len, 0, c); };
-    const int32_t n = co_await io::TimedOp(rr, opts->idle_timeout, recv);
+    const int32_t n = co_await io::TimedOp(rr, wait, recv);
     if (n > 0) buf.Commit(static_cast<size_t>(n));
     co_return n;
   }
@@ -304,6 +306,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(io::Runtime& rt,
     io::AcceptorOptions ao;
     ao.name = "http";
     ao.max_connections = self->opts_.max_connections;
+    ao.max_per_peer = self->opts_.max_per_client;
+    ao.reserve = self->opts_.reserve_serves ? self->opts_.reserve : 0;
+    ao.on_refused = [self](int fd, std::string_view why) {
+      // A fresh socket's send buffer is empty: this one small write does not block.
+      const std::string out = self->ErrorResponse(503, StrCat("refused: ", why, "; retry"));
+      (void)send(fd, out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    };
     absl::StatusOr<std::unique_ptr<io::Acceptor>> a =
         io::Acceptor::Create(*io::Reactor::Current(), std::move(ao));
     if (!a.ok()) {
@@ -324,6 +333,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(io::Runtime& rt,
   return s;
 }
 
+std::string Server::ErrorResponse(int status, std::string_view why) const {
+  std::string type = "text/plain", extra;
+  const std::string body =
+      opts_.error_body ? opts_.error_body(status, why, &type, &extra) : StrCat(why, "\n");
+  if (status == 503) extra.append("Retry-After: 1\r\n");
+  return StrCat("HTTP/1.1 ", status, " ", Reason(status), "\r\nDate: ", HttpDate(),
+                "\r\nContent-Type: ", type, "\r\n", extra, "Content-Length: ", body.size(),
+                "\r\nConnection: close\r\n\r\n", body);
+}
+
 size_t Server::connections() const { return acceptor_ ? acceptor_->open() : 0; }
 
 io::Task<void> Server::Serve(io::Connection conn) {
@@ -332,12 +351,24 @@ io::Task<void> Server::Serve(io::Connection conn) {
   c.opts = &opts_;
   c.r = io::Reactor::Current();
   c.fd = conn.fd();
+  const bool reserve = conn.reserve();
+  const absl::Duration head_timeout =
+      reserve ? std::min(opts_.head_timeout, opts_.reserve_head_timeout) : opts_.head_timeout;
+  const absl::Duration idle_timeout =
+      reserve ? std::min(opts_.idle_timeout, opts_.reserve_head_timeout) : opts_.idle_timeout;
+  bool first = true;
   while (!stopping_.load()) {
-    // A request head.
+    // A request head: idle_timeout for its first byte, head_timeout from there for the rest.
+    // Until it is whole the connection holds its place without work: a full server may take
+    // the place back for a new client (a second after a new connection or a head's start,
+    // sooner between requests).
+    conn.SetEvictableAfter(first ? absl::Seconds(1) : absl::Milliseconds(100));
+    first = false;
     Request req;
     HeadResult h;
     size_t searched = 0;
     bool ended = false;
+    absl::Time head_deadline = absl::InfiniteFuture();
     while (true) {
       const std::string_view avail = c.Avail();
       if (!avail.empty() && HeadMayBeComplete(avail, searched, opts_.limits)) {
@@ -345,7 +376,14 @@ io::Task<void> Server::Serve(io::Connection conn) {
         if (h.state != HeadResult::kIncomplete) break;
       }
       searched = avail.size();
-      const int32_t n = co_await c.RecvSome();
+      absl::Duration wait = idle_timeout;
+      if (!avail.empty()) {
+        const absl::Time now = absl::Now();
+        if (head_deadline == absl::InfiniteFuture()) head_deadline = now + head_timeout;
+        wait = std::min(wait, head_deadline - now);
+      }
+      int32_t n = -ETIMEDOUT;
+      if (wait > absl::ZeroDuration()) n = co_await c.RecvSome(wait);
       if (n > 0) continue;
       if (n == -ETIMEDOUT && !c.Avail().empty()) {
         h.state = HeadResult::kError;
@@ -357,16 +395,15 @@ io::Task<void> Server::Serve(io::Connection conn) {
       break;
     }
     if (ended) break;
+    conn.ClearEvictable();
+    if (h.state == HeadResult::kComplete && reserve &&
+        !(opts_.reserve_serves && opts_.reserve_serves(req))) {
+      h.state = HeadResult::kError;
+      h.status = 503;
+      h.error = "the server is at its connection limit; retry";
+    }
     if (h.state == HeadResult::kError) {
-      std::string type = "text/plain", extra;
-      const std::string body = opts_.error_body
-                                   ? opts_.error_body(h.status, h.error, &type, &extra)
-                                   : h.error + "\n";
-      const std::string out =
-          StrCat("HTTP/1.1 ", h.status, " ", Reason(h.status), "\r\nDate: ", HttpDate(),
-                 "\r\nContent-Type: ", type, "\r\n", extra, "Content-Length: ", body.size(),
-                 "\r\nConnection: close\r\n\r\n", body);
-      (void)co_await c.SendAll(out);
+      (void)co_await c.SendAll(ErrorResponse(h.status, h.error));
       break;
     }
     c.pos += h.consumed;
@@ -380,6 +417,7 @@ io::Task<void> Server::Serve(io::Connection conn) {
       (void)co_await ex.Respond("");
     }
     if (ex.failed_ || ex.response_left_ > 0 || ex.close_after_ || !ex.req_.keep_alive) break;
+    if (reserve) break;  // one request per place taken from the reserve
     // A body the handler left unread: skip it if it is small, else close. A client that waits
     // for "100 Continue" it never got has not sent it.
     if (!ex.body_done_) {

@@ -43,9 +43,20 @@ struct ServerOptions {
   // A connection with no request in progress, or a head or body not progressing, for this
   // long is closed (a head cut short gets 408 first).
   absl::Duration idle_timeout = absl::Seconds(60);
+  // A request head must be whole this long after its first byte, however it trickles in
+  // (408 otherwise); MinIO allows about as long.
+  absl::Duration head_timeout = absl::Seconds(30);
   // A response the client does not take for this long closes the connection.
   absl::Duration send_timeout = absl::Seconds(60);
   size_t max_connections = 4096;
+  // Connections open at once from one client address; 0: no cap.
+  size_t max_per_client = 0;
+  // Connections accepted beyond max_connections for the requests `reserve_serves` admits
+  // (health probes): one request each, a short head deadline (reserve_head_timeout), and 503
+  // for anything else. 0 or no predicate: none.
+  size_t reserve = 0;
+  std::function<bool(const Request&)> reserve_serves;
+  absl::Duration reserve_head_timeout = absl::Seconds(5);
   size_t read_size = 256 << 10;  // bytes asked of each recv
   // A body the handler left unread is read and dropped up to this size so the connection can
   // carry the next request; beyond it the connection closes.
@@ -143,6 +154,8 @@ class Server {
  private:
   Server(io::Runtime& rt, ServerOptions options, Handler handler);
   io::Task<void> Serve(io::Connection conn);
+  // A whole response, with Connection: close, for an error the server answers itself.
+  std::string ErrorResponse(int status, std::string_view why) const;
 
   io::Runtime& rt_;
   ServerOptions opts_;

@@ -1,11 +1,13 @@
 // Accepting connections (see acceptor.h).
 #include "io/acceptor.h"
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <memory>
 #include <utility>
 
 #include "openlake/log.h"
@@ -14,6 +16,19 @@
 
 namespace openlake::io {
 namespace {
+
+// The client address a TCP connection counts against max_per_peer: its IP address, no port.
+std::string PeerKey(const sockaddr_storage& ss) {
+  if (ss.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
+    return std::string(reinterpret_cast<const char*>(&in->sin_addr), sizeof(in->sin_addr));
+  }
+  if (ss.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+    return std::string(reinterpret_cast<const char*>(&in6->sin6_addr), sizeof(in6->sin6_addr));
+  }
+  return std::string();
+}
 
 int64_t MonotonicNowNs() {
   timespec ts;
@@ -49,6 +64,7 @@ const SocketAddress& Connection::peer() const { return slot_->peer; }
 bool Connection::is_unix() const { return slot_ && slot_->is_unix; }
 pid_t Connection::peer_pid() const { return slot_ ? slot_->peer_pid : -1; }
 uid_t Connection::peer_uid() const { return slot_ ? slot_->peer_uid : static_cast<uid_t>(-1); }
+bool Connection::reserve() const { return slot_ && slot_->reserve; }
 bool Connection::expired() const { return slot_ && slot_->expired.load(std::memory_order_acquire); }
 
 void Connection::SetDeadline(absl::Time deadline) {
@@ -66,6 +82,18 @@ void Connection::SetDeadline(absl::Time deadline) {
   }
 }
 
+void Connection::SetEvictableAfter(absl::Duration after) {
+  if (slot_ == nullptr) return;
+  slot_->evictable_ns.store(MonotonicNowNs() + absl::ToInt64Nanoseconds(after),
+                            std::memory_order_release);
+}
+
+void Connection::ClearEvictable() {
+  if (slot_ != nullptr) slot_->evictable_ns.store(INT64_MAX, std::memory_order_release);
+}
+
+bool Connection::evicted() const { return slot_ && slot_->evicted.load(std::memory_order_acquire); }
+
 void Connection::Close() {
   if (slot_ == nullptr) return;
   {
@@ -73,7 +101,12 @@ void Connection::Close() {
     // work under the same lock, never touch a number the kernel may already have reused.
     absl::MutexLock lock(&state_->mu);
     state_->open.erase(slot_);
+    if (!slot_->peer_key.empty()) {
+      auto it = state_->per_peer.find(slot_->peer_key);
+      if (it != state_->per_peer.end() && --it->second == 0) state_->per_peer.erase(it);
+    }
   }
+  if (slot_->listener_open) slot_->listener_open->fetch_sub(1, std::memory_order_acq_rel);
   if (slot_->deadline_ns.load(std::memory_order_acquire) != INT64_MAX) {
     state_->with_deadline.fetch_sub(1, std::memory_order_acq_rel);
   }
@@ -125,6 +158,8 @@ struct Acceptor::Listener final : Completion {
   int fd = -1;
   SocketAddress addr;
   Handler handler;
+  ListenerLimits limits;
+  std::shared_ptr<std::atomic<size_t>> open = std::make_shared<std::atomic<size_t>>(0);
   bool multishot = true;
   bool armed = false;
   bool closed = false;
@@ -160,7 +195,8 @@ Acceptor::~Acceptor() {
 }
 
 absl::StatusOr<SocketAddress> Acceptor::Listen(const SocketAddress& addr,
-                                               const ListenOptions& options, Handler handler) {
+                                               const ListenOptions& options, Handler handler,
+                                               ListenerLimits limits) {
   if (stopping_) return absl::FailedPreconditionError(StrCat(opts_.name, " is stopping"));
   OL_ASSIGN_OR_RETURN(int fd, io::Listen(addr, options));
   auto bound = LocalAddress(fd);
@@ -169,6 +205,7 @@ absl::StatusOr<SocketAddress> Acceptor::Listen(const SocketAddress& addr,
   l->fd = fd;
   l->addr = bound.ok() ? *bound : addr;
   l->handler = std::move(handler);
+  l->limits = limits;
   Listener* raw = l.get();
   listeners_.push_back(std::move(l));
   state_->listening.fetch_add(1, std::memory_order_acq_rel);
@@ -198,45 +235,112 @@ void Acceptor::OnAccept(Listener* l, int32_t res, uint32_t flags) {
       OL_LOG_EVERY_N_SEC(kWarning, 5) << opts_.name << ": accept on " << l->addr.ToString() << ": "
                                       << ErrnoStatus(res, "accept").message();
     }
-  } else if (l->closed || stopping_ ||
-             state_->count.load(std::memory_order_acquire) >= opts_.max_connections) {
-    if (!l->closed && !stopping_) {
-      OL_LOG_EVERY_N_SEC(kWarning, 5)
-          << opts_.name << ": refusing a connection on " << l->addr.ToString() << ": "
-          << state_->count.load() << " connections open (max_connections)";
-    }
-    state_->refused.fetch_add(1, std::memory_order_relaxed);  // counted before the peer sees it
+  } else if (l->closed || stopping_) {
+    state_->refused.fetch_add(1, std::memory_order_relaxed);
     close(res);
   } else {
-    auto* slot = new internal::ConnectionSlot;
-    slot->fd = res;
-    slot->id = state_->next_id++;
-    slot->is_unix = l->addr.is_unix();
-    if (slot->is_unix) {
-      slot->peer = l->addr;  // Unix peers are unnamed: name the socket they came in on
-      ucred cred{};
-      socklen_t len = sizeof(cred);
-      if (getsockopt(res, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-        slot->peer_pid = cred.pid;
-        slot->peer_uid = cred.uid;
-      }
-    } else {
-      sockaddr_storage ss{};
-      socklen_t len = sizeof(ss);
-      if (getpeername(res, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
-        slot->peer = SocketAddress::FromSockaddr(reinterpret_cast<sockaddr*>(&ss), len);
-      }
-      TuneStreamSocket(res);
-    }
-    state_->count.fetch_add(1, std::memory_order_acq_rel);
-    state_->accepted.fetch_add(1, std::memory_order_relaxed);
-    {
-      absl::MutexLock lock(&state_->mu);
-      state_->open.insert(slot);
-    }
-    l->handler(Connection(state_, slot));
+    Admit(l, res);
   }
   if (!l->armed && !l->closed && !stopping_) Arm(l);
+}
+
+void Acceptor::Refuse(Listener* l, int fd, std::string_view why) {
+  OL_LOG_EVERY_N_SEC(kWarning, 5) << opts_.name << ": refusing a connection on "
+                                  << l->addr.ToString() << ": " << why;
+  state_->refused.fetch_add(1, std::memory_order_relaxed);  // counted before the peer sees it
+  if (opts_.on_refused) opts_.on_refused(fd, why);
+  close(fd);
+}
+
+bool Acceptor::EvictOne(const std::function<bool(const internal::ConnectionSlot&)>& in_scope) {
+  if (!opts_.evict_when_full) return false;
+  const int64_t now = MonotonicNowNs();
+  absl::MutexLock lock(&state_->mu);
+  internal::ConnectionSlot* oldest = nullptr;
+  int64_t oldest_ns = now + 1;
+  for (internal::ConnectionSlot* s : state_->open) {
+    const int64_t at = s->evictable_ns.load(std::memory_order_acquire);
+    if (at < oldest_ns && !s->evicted.load(std::memory_order_acquire) && in_scope(*s)) {
+      oldest = s;
+      oldest_ns = at;
+    }
+  }
+  if (oldest == nullptr) return false;
+  oldest->evicted.store(true, std::memory_order_release);
+  shutdown(oldest->fd, SHUT_RDWR);  // its owner sees its reads end and lets it go
+  state_->evicted.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void Acceptor::Admit(Listener* l, int fd) {
+  const size_t open = state_->count.load(std::memory_order_acquire);
+  bool reserve = false;
+  if (open >= opts_.max_connections) {
+    const bool room = EvictOne([](const internal::ConnectionSlot&) { return true; });
+    if (!room && open >= opts_.max_connections + opts_.reserve) {
+      return Refuse(l, fd, StrCat(open, " connections open (max_connections)"));
+    }
+    reserve = !room;
+  }
+  const size_t here = l->open->load(std::memory_order_acquire);
+  if (l->limits.max_connections > 0 && here >= l->limits.max_connections) {
+    const std::atomic<size_t>* counter = l->open.get();
+    const bool room = EvictOne(
+        [counter](const internal::ConnectionSlot& s) { return s.listener_open.get() == counter; });
+    if (!room) return Refuse(l, fd, StrCat(here, " connections open on this listener (its cap)"));
+  }
+  auto slot = std::make_unique<internal::ConnectionSlot>();
+  slot->fd = fd;
+  slot->is_unix = l->addr.is_unix();
+  slot->reserve = reserve;
+  if (slot->is_unix) {
+    slot->peer = l->addr;  // Unix peers are unnamed: name the socket they came in on
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+      slot->peer_pid = cred.pid;
+      slot->peer_uid = cred.uid;
+    }
+  } else {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+      slot->peer = SocketAddress::FromSockaddr(reinterpret_cast<sockaddr*>(&ss), len);
+      // A place from the reserve is not counted against its address: it holds one short
+      // request at most.
+      if (opts_.max_per_peer > 0 && !reserve) slot->peer_key = PeerKey(ss);
+    }
+  }
+  if (!slot->peer_key.empty()) {
+    size_t from_peer = 0;
+    {
+      absl::MutexLock lock(&state_->mu);
+      auto it = state_->per_peer.find(slot->peer_key);
+      if (it != state_->per_peer.end()) from_peer = it->second;
+    }
+    if (from_peer >= opts_.max_per_peer) {
+      const std::string key = slot->peer_key;
+      const bool room =
+          EvictOne([&key](const internal::ConnectionSlot& s) { return s.peer_key == key; });
+      if (!room) {
+        return Refuse(l, fd,
+                      StrCat(from_peer, " connections open from ", slot->peer.ToString(),
+                             "'s address (max_per_peer)"));
+      }
+    }
+  }
+  {
+    absl::MutexLock lock(&state_->mu);
+    if (!slot->peer_key.empty()) ++state_->per_peer[slot->peer_key];
+    state_->open.insert(slot.get());
+  }
+  if (!slot->is_unix) TuneStreamSocket(fd);
+  slot->id = state_->next_id++;
+  slot->listener_open = l->open;
+  l->open->fetch_add(1, std::memory_order_acq_rel);
+  state_->count.fetch_add(1, std::memory_order_acq_rel);
+  state_->accepted.fetch_add(1, std::memory_order_relaxed);
+  l->handler(Connection(state_, slot.release()));
 }
 
 void Acceptor::StopAccepting() {
@@ -266,5 +370,6 @@ size_t Acceptor::open() const { return state_->count.load(std::memory_order_acqu
 bool Acceptor::listening() const { return state_->listening.load(std::memory_order_acquire) > 0; }
 uint64_t Acceptor::accepted() const { return state_->accepted.load(std::memory_order_relaxed); }
 uint64_t Acceptor::refused() const { return state_->refused.load(std::memory_order_relaxed); }
+uint64_t Acceptor::evicted() const { return state_->evicted.load(std::memory_order_relaxed); }
 
 }  // namespace openlake::io

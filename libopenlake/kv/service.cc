@@ -74,6 +74,8 @@ class KvService::Impl {
     net::RpcServerOptions ro;
     ro.secret = options_.secret;
     ro.max_frame_bytes = options_.max_frame_bytes;
+    ro.max_connections = options_.max_unix_connections + options_.max_tcp_connections;
+    ro.max_buffered_bytes = options_.max_buffered_bytes;
     OL_ASSIGN_OR_RETURN(server_, net::RpcServer::Create(reactor_, ro));
     Register();
     if (options_.extend) options_.extend(*server_);
@@ -82,14 +84,16 @@ class KvService::Impl {
       OL_RETURN_IF_ERROR(EnsureOwnerOnlyDir(options_.unix_socket));
       OL_ASSIGN_OR_RETURN(auto addr,
                           io::SocketAddress::Parse(StrCat("unix:", options_.unix_socket)));
-      OL_ASSIGN_OR_RETURN(auto bound, server_->Listen(addr, io::ListenOptions{}));
+      OL_ASSIGN_OR_RETURN(
+          auto bound, server_->Listen(addr, io::ListenOptions{}, options_.max_unix_connections));
       *unix_bound = options_.unix_socket;
       unix_path_ = options_.unix_socket;
       (void)bound;
     }
     if (!options_.tcp_address.empty()) {
       OL_ASSIGN_OR_RETURN(auto addr, io::SocketAddress::Parse(options_.tcp_address));
-      OL_ASSIGN_OR_RETURN(auto bound, server_->Listen(addr, io::ListenOptions{}));
+      OL_ASSIGN_OR_RETURN(auto bound,
+                          server_->Listen(addr, io::ListenOptions{}, options_.max_tcp_connections));
       *tcp_bound = bound.ToString();
     }
     ScheduleSweep();

@@ -77,6 +77,11 @@ absl::Status RpcClient::Handshake(const RpcClientOptions& options) {
   int fd = -1;
   FrameHeader h;
   OL_RETURN_IF_ERROR(ReadFrame(deadline, &h, &payload, &fd));
+  if (h.type == FrameType::kResponse && h.aux != 0) {  // refused: the server is full
+    absl::Status st = CodeStatus(h.aux, payload);
+    Broken(st);
+    return st;
+  }
   if (h.type != FrameType::kHello) {
     Broken(absl::InternalError("no hello"));
     return absl::UnavailableError(

@@ -17,6 +17,16 @@
 #include "openlake/version.h"
 
 namespace openlake::net {
+namespace {
+
+// A frame before the handshake is done is a hello answer at most: nothing large may arrive
+// before the peer has proved it holds the secret.
+constexpr uint32_t kMaxFrameBeforeAuth = 4096;
+// Every connection starts with a receive buffer this size, and goes back to it once a larger
+// frame is handled.
+constexpr size_t kBaseInput = 64 << 10;
+
+}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Internals. Everything below runs on the server's reactor thread.
@@ -53,6 +63,7 @@ class RpcServer::Impl {
     SendOp send_op;
     std::unique_ptr<char[]> in;
     size_t in_cap = 0, in_start = 0, in_end = 0;
+    uint64_t discard = 0;  // bytes of a refused request still to read and drop
     std::deque<OutFrame> out;
     size_t out_offset = 0;  // bytes of out.front() already sent
     size_t out_bytes = 0;   // unsent bytes in `out`
@@ -70,9 +81,14 @@ class RpcServer::Impl {
   };
 
   void OnConnection(io::Connection conn, bool require_auth);
+  // Gives `c` a receive buffer of `cap` bytes (its unconsumed bytes kept), charging the growth
+  // beyond kBaseInput to buffered_; false when that would pass max_buffered_bytes.
+  bool Resize(Connection* c, size_t cap);
   void ArmRecv(Connection* c);
   void OnRecv(Connection* c, int32_t res);
   void ProcessInput(Connection* c);
+  // Answers request `h` with `why` without handling it (or closes, for anything else).
+  void Refuse(Connection* c, const FrameHeader& h, const absl::Status& why);
   void HandleFrame(Connection* c, const FrameHeader& h, std::string_view payload);
   void Queue(Connection* c, OutFrame f);
   void Flush(Connection* c);
@@ -91,6 +107,8 @@ class RpcServer::Impl {
   std::unique_ptr<io::Acceptor> acceptor_;  // before conns_: it outlives them
   absl::flat_hash_map<uint64_t, std::unique_ptr<Connection>> conns_;
   uint64_t next_conn_id_ = 1;
+  // Bytes held over every connection: input buffers beyond kBaseInput, unsent answers.
+  size_t buffered_ = 0;
   bool stopping_ = false;
   bool exit_hook_registered_ = false;
 };
@@ -121,8 +139,8 @@ void RpcServer::Impl::OnConnection(io::Connection conn, bool require_auth) {
   c->info.peer_uid = conn.peer_uid();
   c->info.authenticated = !require_auth;
   c->conn = std::move(conn);
-  c->in_cap = 64 << 10;
-  c->in = std::make_unique<char[]>(c->in_cap);
+  c->in_cap = kBaseInput;
+  c->in.reset(new char[c->in_cap]);  // not zero-filled: recv writes it
   RandomBytes(c->nonce, kNonceBytes);
   conns_.emplace(c->info.id, std::move(owned));
   if (owner_) ++owner_->counters_.accepted;
@@ -132,14 +150,20 @@ void RpcServer::Impl::OnConnection(io::Connection conn, bool require_auth) {
   OutFrame hello;
   AppendFrame(h, EncodeHello(require_auth, c->nonce, opts_.version), &hello.bytes);
   Queue(c, std::move(hello));
-  // Past the deadline the acceptor shuts the socket down; OnRecv then closes it as such.
-  if (require_auth) c->conn.SetDeadline(absl::Now() + opts_.auth_timeout);
+  // Past the deadline the acceptor shuts the socket down; OnRecv then closes it as such. Until
+  // then it holds a place without work: a full server takes it back for a new client.
+  if (require_auth) {
+    c->conn.SetDeadline(absl::Now() + opts_.auth_timeout);
+    c->conn.SetEvictableAfter(absl::Seconds(1));
+  }
   ArmRecv(c);
 }
 
 void RpcServer::Impl::ArmRecv(Connection* c) {
   if (c->recv_armed || c->closing || c->closing_after_send) return;
-  if (c->out_bytes > opts_.max_pending_output) return;  // resumes when the output drains
+  // Resumes when the output drains (OnSent).
+  if (c->out_bytes > opts_.max_pending_output) return;
+  if (c->out_bytes > 0 && buffered_ > opts_.max_buffered_bytes) return;
   if (c->in_start == c->in_end) c->in_start = c->in_end = 0;
   if (c->in_end == c->in_cap) {
     // Compact; ProcessInput has already grown the buffer when a larger frame is pending.
@@ -173,35 +197,85 @@ void RpcServer::Impl::OnRecv(Connection* c, int32_t res) {
   MaybeFinalize(c);
 }
 
+bool RpcServer::Impl::Resize(Connection* c, size_t cap) {
+  const size_t before = c->in_cap > kBaseInput ? c->in_cap - kBaseInput : 0;
+  const size_t after = cap > kBaseInput ? cap - kBaseInput : 0;
+  if (after > before && buffered_ - before + after > opts_.max_buffered_bytes) return false;
+  const size_t held = c->in_end - c->in_start;
+  std::unique_ptr<char[]> fresh(new char[cap]);  // not zero-filled: recv writes it
+  std::memcpy(fresh.get(), c->in.get() + c->in_start, held);
+  c->in = std::move(fresh);
+  c->in_cap = cap;
+  c->in_start = 0;
+  c->in_end = held;
+  buffered_ = buffered_ - before + after;
+  return true;
+}
+
 void RpcServer::Impl::ProcessInput(Connection* c) {
-  while (!c->closing && !c->closing_after_send && c->in_end - c->in_start >= kFrameHeaderBytes) {
+  while (!c->closing && !c->closing_after_send) {
+    if (c->discard > 0) {  // the rest of a refused request
+      const size_t drop =
+          static_cast<size_t>(std::min<uint64_t>(c->discard, c->in_end - c->in_start));
+      c->in_start += drop;
+      c->discard -= drop;
+      if (c->discard > 0) break;
+    }
+    if (c->in_end - c->in_start < kFrameHeaderBytes) break;
     FrameHeader h;
-    absl::Status st = DecodeHeader(c->in.get() + c->in_start, opts_.max_frame_bytes, &h);
-    if (!st.ok()) return CloseConn(c, SV(st.message()), true);
-    const size_t need = kFrameHeaderBytes + h.length;
-    if (c->in_end - c->in_start < need) {
-      if (need > c->in_cap) {
-        // Grow to hold the whole frame (the limit was checked by DecodeHeader).
-        size_t cap = c->in_cap;
-        while (cap < need) cap *= 2;
-        auto bigger = std::make_unique<char[]>(cap);
-        std::memcpy(bigger.get(), c->in.get() + c->in_start, c->in_end - c->in_start);
-        c->in_end -= c->in_start;
-        c->in_start = 0;
-        c->in = std::move(bigger);
-        c->in_cap = cap;
-      } else if (c->in_start + need > c->in_cap) {
-        std::memmove(c->in.get(), c->in.get() + c->in_start, c->in_end - c->in_start);
-        c->in_end -= c->in_start;
-        c->in_start = 0;
+    const uint32_t limit = c->info.authenticated ? opts_.max_frame_bytes : kMaxFrameBeforeAuth;
+    absl::Status st = DecodeHeader(c->in.get() + c->in_start, limit, &h);
+    if (!st.ok()) {
+      if (!c->info.authenticated) {
+        return CloseConn(c, StrCat(st.message(), " (before authentication)"), true);
       }
-      return;
+      return CloseConn(c, SV(st.message()), true);
+    }
+    const size_t need = kFrameHeaderBytes + h.length;
+    const size_t have = c->in_end - c->in_start;
+    if (have < need) {
+      // Grow as the bytes arrive, never ahead of them: at most double what is held, so a header
+      // that claims a large frame costs memory only once its bytes are really coming.
+      if (c->in_end == c->in_cap) {
+        const size_t cap = std::min(need, std::max(kBaseInput, 2 * c->in_cap));
+        if (cap > c->in_cap || c->in_start > 0) {
+          if (!Resize(c, std::max(cap, c->in_cap))) {
+            // No memory left for it: drop this request's bytes and say so; the connection
+            // carries on.
+            c->in_start += have;
+            c->discard = need - have;
+            Refuse(c, h,
+                   absl::ResourceExhaustedError(
+                       "the server holds too many requests in memory; retry"));
+            continue;
+          }
+        }
+      }
+      break;
     }
     const std::string_view payload(c->in.get() + c->in_start + kFrameHeaderBytes, h.length);
     c->in_start += need;
     HandleFrame(c, h, payload);
   }
-  if (c->in_start == c->in_end) c->in_start = c->in_end = 0;
+  if (c->in_start == c->in_end) {
+    c->in_start = c->in_end = 0;
+    if (c->in_cap > kBaseInput && !c->closing) (void)Resize(c, kBaseInput);  // give it back
+  }
+}
+
+void RpcServer::Impl::Refuse(Connection* c, const FrameHeader& h, const absl::Status& why) {
+  if (h.type != FrameType::kRequest || !c->info.authenticated) {
+    return CloseConn(c, SV(why.message()), true);
+  }
+  if (owner_) ++owner_->counters_.refused_requests;
+  FrameHeader reply;
+  reply.type = FrameType::kResponse;
+  reply.method = h.method;
+  reply.request_id = h.request_id;
+  reply.aux = static_cast<uint32_t>(why.code());
+  OutFrame f;
+  AppendFrame(reply, SV(why.message()), &f.bytes);
+  Queue(c, std::move(f));
 }
 
 void RpcServer::Impl::HandleFrame(Connection* c, const FrameHeader& h, std::string_view payload) {
@@ -225,6 +299,7 @@ void RpcServer::Impl::HandleFrame(Connection* c, const FrameHeader& h, std::stri
     }
     c->info.authenticated = true;
     c->conn.ClearDeadline();
+    c->conn.ClearEvictable();
     AppendFrame(reply, "", &f.bytes);
     Queue(c, std::move(f));
     return;
@@ -262,6 +337,7 @@ void RpcServer::Impl::Queue(Connection* c, OutFrame f) {
     return;
   }
   c->out_bytes += f.bytes.size();
+  buffered_ += f.bytes.size();
   c->out.push_back(std::move(f));
   Flush(c);
 }
@@ -310,6 +386,7 @@ void RpcServer::Impl::OnSent(Connection* c, int32_t res) {
   }
   size_t left = static_cast<size_t>(res);
   c->out_bytes -= left;
+  buffered_ -= left;
   while (left > 0 && !c->out.empty()) {
     OutFrame& f = c->out.front();
     const size_t rest = f.bytes.size() - c->out_offset;
@@ -328,7 +405,7 @@ void RpcServer::Impl::OnSent(Connection* c, int32_t res) {
     return CloseConn(c, "authentication failed (wrong shared secret)", false);
   }
   Flush(c);
-  if (!c->recv_armed && c->out_bytes <= opts_.max_pending_output) ArmRecv(c);
+  if (!c->recv_armed) ArmRecv(c);  // it checks the output caps
 }
 
 void RpcServer::Impl::CloseConn(Connection* c, std::string_view reason, bool protocol_error) {
@@ -357,6 +434,7 @@ void RpcServer::Impl::RunHook(Connection* c) {
 
 void RpcServer::Impl::MaybeFinalize(Connection* c) {
   if (!c->closing || c->ops > 0) return;
+  buffered_ -= c->out_bytes + (c->in_cap > kBaseInput ? c->in_cap - kBaseInput : 0);
   conns_.erase(c->info.id);  // destroys *c; its io::Connection closes the socket
 }
 
@@ -385,6 +463,15 @@ absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Create(io::Reactor& reacto
   io::AcceptorOptions ao;
   ao.name = "rpc";
   ao.max_connections = options.max_connections;
+  ao.on_refused = [](int fd, std::string_view why) {
+    // Where the hello would be: an error the client reports (RpcClient::Connect).
+    FrameHeader h;
+    h.type = FrameType::kResponse;
+    h.aux = static_cast<uint32_t>(absl::StatusCode::kResourceExhausted);
+    std::string out;
+    AppendFrame(h, StrCat("server full: ", why, "; retry later"), &out);
+    (void)send(fd, out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  };
   OL_ASSIGN_OR_RETURN(std::unique_ptr<io::Acceptor> acceptor,
                       io::Acceptor::Create(reactor, std::move(ao)));
   std::unique_ptr<RpcServer> server(new RpcServer(reactor, std::move(options)));
@@ -412,7 +499,8 @@ void RpcServer::Register(uint16_t method, Handler handler) {
 void RpcServer::OnDisconnect(ConnectionHook hook) { impl_->disconnect_hook_ = std::move(hook); }
 
 absl::StatusOr<io::SocketAddress> RpcServer::Listen(const io::SocketAddress& addr,
-                                                    const io::ListenOptions& options) {
+                                                    const io::ListenOptions& options,
+                                                    size_t max_connections) {
   if (impl_->stopping_) return absl::FailedPreconditionError("server is stopping");
   const bool loopback = addr.IsLoopback();
   if (!loopback && impl_->opts_.secret.empty()) {
@@ -422,9 +510,12 @@ absl::StatusOr<io::SocketAddress> RpcServer::Listen(const io::SocketAddress& add
   }
   Impl* impl = impl_.get();
   const bool require_auth = !loopback;
-  return impl->acceptor_->Listen(addr, options, [impl, require_auth](io::Connection conn) {
-    impl->OnConnection(std::move(conn), require_auth);
-  });
+  return impl->acceptor_->Listen(
+      addr, options,
+      [impl, require_auth](io::Connection conn) {
+        impl->OnConnection(std::move(conn), require_auth);
+      },
+      io::ListenerLimits{max_connections});
 }
 
 void RpcServer::Stop() { impl_->StopAll(); }

@@ -31,7 +31,9 @@ absl::StatusOr<std::unique_ptr<S3Server>> S3Server::Start(io::Runtime& rt, store
   impl->service = std::make_unique<S3Service>(store, std::move(so));
   http::ServerOptions ho;
   ho.idle_timeout = options.idle_timeout;
+  ho.head_timeout = options.head_timeout;
   ho.max_connections = options.max_connections;
+  ho.max_per_client = options.max_connections_per_client;
   S3Service* svc = impl->service.get();
   ho.error_body = [svc](int status, std::string_view why, std::string* type, std::string* headers) {
     return svc->ErrorBody(status, why, type, headers);

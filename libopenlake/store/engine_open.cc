@@ -103,7 +103,9 @@ absl::Status Engine::Init() {
                                              n_, " drives of a set"));
   }
   k_ = n_ - m_;
-  write_quorum_ = (m_ == 0 || m_ == k_) ? k_ : k_ + 1;
+  // k + 1 whenever there is parity: an acknowledged write survives the loss of any one drive
+  // that took it. MinIO's rule is the same where m = k, and k where m < k.
+  write_quorum_ = m_ == 0 ? k_ : k_ + 1;
   if (opts_.block_size == 0 || opts_.block_size % io::kDirectAlignment != 0) {
     return absl::InvalidArgumentError(StrCat("store: block_size ", opts_.block_size,
                                              " is not a positive multiple of 4096"));

@@ -39,15 +39,19 @@ struct Fixture {
   Held held;
   SocketAddress addr;
 
-  explicit Fixture(AcceptorOptions o, std::string where = "127.0.0.1:0") {
+  explicit Fixture(AcceptorOptions o, std::string where = "127.0.0.1:0",
+                   ListenerLimits limits = {}) {
     REQUIRE(rt != nullptr);
     const SocketAddress at = SocketAddress::Parse(where).value();
     absl::Status st = rt->RunOn(0, [&] {
       acceptor = Acceptor::Create(*Reactor::Current(), o).value();
-      auto bound = acceptor->Listen(at, ListenOptions(), [this](Connection c) {
-        std::lock_guard<std::mutex> g(held.mu);
-        held.conns.push_back(std::move(c));
-      });
+      auto bound = acceptor->Listen(
+          at, ListenOptions(),
+          [this](Connection c) {
+            std::lock_guard<std::mutex> g(held.mu);
+            held.conns.push_back(std::move(c));
+          },
+          limits);
       REQUIRE(bound.ok());
       addr = *bound;
     });
@@ -121,6 +125,113 @@ TEST_CASE("acceptor: past max_connections a connection is closed at once", "[io]
   const int d = Dial(f.addr);
   CHECK(WaitFor([&] { return f.held.size() == 1; }));
   for (int fd : {a, b, c, d}) close(fd);
+}
+
+// What a refused client reads before the close (on_refused's words), "" when nothing came.
+std::string ReadAll(int fd) {
+  timeval tv{3, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::string got;
+  char buf[256];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) got.append(buf, static_cast<size_t>(n));
+  return got;
+}
+
+TEST_CASE("acceptor: a refused client is told why before the close", "[io][acceptor]") {
+  AcceptorOptions o;
+  o.max_connections = 1;
+  o.on_refused = [](int fd, std::string_view why) {
+    const std::string msg = "full: " + std::string(why);
+    (void)send(fd, msg.data(), msg.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  };
+  Fixture f(o);
+  const int a = Dial(f.addr);
+  REQUIRE(WaitFor([&] { return f.held.size() == 1; }));
+  const int b = Dial(f.addr);
+  const std::string got = ReadAll(b);
+  CHECK(got.rfind("full: 1 connections open (max_connections)", 0) == 0);
+  CHECK(f.acceptor->refused() == 1);
+  close(a);
+  close(b);
+}
+
+TEST_CASE("acceptor: one client address may hold max_per_peer connections", "[io][acceptor]") {
+  AcceptorOptions o;
+  o.max_per_peer = 2;
+  Fixture f(o);
+  const int a = Dial(f.addr), b = Dial(f.addr);
+  REQUIRE(WaitFor([&] { return f.held.size() == 2; }));
+  const int c = Dial(f.addr);
+  CHECK(SeesEnd(c));
+  CHECK(f.acceptor->refused() == 1);
+  {
+    std::lock_guard<std::mutex> g(f.held.mu);
+    f.held.conns.erase(f.held.conns.begin());  // one place back for the address
+  }
+  const int d = Dial(f.addr);
+  CHECK(WaitFor([&] { return f.held.size() == 2; }));
+  CHECK(f.acceptor->refused() == 1);
+  for (int fd : {a, b, c, d}) close(fd);
+}
+
+TEST_CASE("acceptor: a listener's own cap", "[io][acceptor]") {
+  ListenerLimits limits;
+  limits.max_connections = 1;
+  Fixture f(AcceptorOptions{}, "127.0.0.1:0", limits);
+  const int a = Dial(f.addr);
+  REQUIRE(WaitFor([&] { return f.held.size() == 1; }));
+  const int b = Dial(f.addr);
+  CHECK(SeesEnd(b));
+  CHECK(f.acceptor->refused() == 1);
+  close(a);
+  close(b);
+}
+
+TEST_CASE("acceptor: a full cap takes back the place held longest without work", "[io][acceptor]") {
+  AcceptorOptions o;
+  o.max_connections = 2;
+  Fixture f(o);
+  const int a = Dial(f.addr), b = Dial(f.addr);
+  REQUIRE(WaitFor([&] { return f.held.size() == 2; }));
+  {
+    std::lock_guard<std::mutex> g(f.held.mu);
+    f.held.conns[1].SetEvictableAfter(absl::ZeroDuration());
+    f.held.conns[0].SetEvictableAfter(absl::Seconds(3600));  // not yet
+  }
+  const int c = Dial(f.addr);
+  CHECK(WaitFor([&] { return f.held.size() == 3; }));
+  CHECK(SeesEnd(b));  // the evictable one went
+  CHECK(f.acceptor->evicted() == 1);
+  {
+    std::lock_guard<std::mutex> g(f.held.mu);
+    CHECK(f.held.conns[1].evicted());
+    CHECK_FALSE(f.held.conns[0].evicted());
+    f.held.conns.erase(f.held.conns.begin() + 1);  // its owner lets it go
+  }
+  // Nothing evictable is left (the new one never said so): the next is refused.
+  const int d = Dial(f.addr);
+  CHECK(SeesEnd(d));
+  CHECK(f.acceptor->refused() == 1);
+  for (int fd : {a, b, c, d}) close(fd);
+}
+
+TEST_CASE("acceptor: the reserve admits a few beyond the cap, marked as such", "[io][acceptor]") {
+  AcceptorOptions o;
+  o.max_connections = 1;
+  o.reserve = 1;
+  o.max_per_peer = 1;  // the reserve is not counted against the address
+  Fixture f(o);
+  const int a = Dial(f.addr), b = Dial(f.addr);
+  REQUIRE(WaitFor([&] { return f.held.size() == 2; }));
+  {
+    std::lock_guard<std::mutex> g(f.held.mu);
+    CHECK_FALSE(f.held.conns[0].reserve());
+    CHECK(f.held.conns[1].reserve());
+  }
+  const int c = Dial(f.addr);
+  CHECK(SeesEnd(c));
+  for (int fd : {a, b, c}) close(fd);
 }
 
 TEST_CASE("acceptor: a deadline shuts the connection down; a cleared one does not",

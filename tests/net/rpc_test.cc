@@ -274,3 +274,60 @@ TEST_CASE("closing a client runs the disconnect hook", "[net][rpc]") {
   }
   CHECK(openlake::testing::WaitFor([&] { return f.disconnects.load() == 1; }));
 }
+
+TEST_CASE("a full server says so where the hello would be", "[net][rpc][limits]") {
+  RpcServerOptions o;
+  o.max_connections = 1;
+  Fixture f(o);
+  auto addr = f.Listen("127.0.0.1:0");
+  auto first = Dial(addr);
+  auto second = RpcClient::Connect(addr, {});
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK(std::string(second.status().message()).find("server full") != std::string::npos);
+  REQUIRE(first->Call(kEcho, "on").ok());
+}
+
+TEST_CASE("requests beyond the memory budget are answered, not held", "[net][rpc][limits]") {
+  RpcServerOptions o;
+  o.max_buffered_bytes = 2 << 20;
+  Fixture f(o);
+  auto addr = f.Listen("127.0.0.1:0");
+  auto c = Dial(addr);
+  // 1 MiB fits; 8 MiB would hold more than the budget: refused whole, the connection goes on.
+  auto fits = c->Call(kEcho, std::string(1 << 20, 'a'));
+  REQUIRE(fits.ok());
+  CHECK(fits->payload.size() == 1u << 20);
+  auto big = c->Call(kEcho, std::string(8 << 20, 'b'));
+  CHECK(big.status().code() == absl::StatusCode::kResourceExhausted);
+  auto after = c->Call(kEcho, "after");
+  REQUIRE(after.ok());
+  CHECK(after->payload == "after");
+  CHECK(f.counters().refused_requests == 1);
+}
+
+TEST_CASE("a header's claim costs no memory until its bytes come", "[net][rpc][limits]") {
+  RpcServerOptions o;
+  o.max_buffered_bytes = 4 << 20;  // far below what the claims add up to
+  Fixture f(o);
+  auto addr = f.Listen("127.0.0.1:0");
+  std::vector<int> fds;
+  for (int i = 0; i < 16; ++i) {
+    auto fd = openlake::io::Connect(addr, absl::Seconds(1));
+    REQUIRE(fd.ok());
+    openlake::net::FrameHeader h;
+    h.method = kEcho;
+    h.length = 60u << 20;
+    h.request_id = 1;
+    char hdr[openlake::net::kFrameHeaderBytes];
+    openlake::net::EncodeHeader(h, hdr);
+    REQUIRE(write(*fd, hdr, sizeof(hdr)) == sizeof(hdr));
+    fds.push_back(*fd);
+  }
+  // Nobody was refused memory: the claims took none, so a real request still goes through.
+  auto c = Dial(addr);
+  auto r = c->Call(kEcho, std::string(1 << 20, 'c'));
+  REQUIRE(r.ok());
+  CHECK(f.counters().refused_requests == 0);
+  for (int fd : fds) close(fd);
+}

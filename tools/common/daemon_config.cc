@@ -312,6 +312,19 @@ absl::Status ParseTop(const toml::table& root, std::string_view source, Config* 
     }
     OL_RETURN_IF_ERROR(st);
   }
+  if (const toml::table* t = r.Table("limits", &st)) {
+    TableReader k(*t, source, "limits.");
+    LimitsConfig& l = cfg->limits;
+    OL_RETURN_IF_ERROR(k.Int("s3_max_connections", &l.s3_max_connections, 1, 1 << 20));
+    OL_RETURN_IF_ERROR(
+        k.Int("s3_max_connections_per_client", &l.s3_max_connections_per_client, 0, 1 << 20));
+    OL_RETURN_IF_ERROR(k.Int("s3_head_timeout_secs", &l.s3_head_timeout_secs, 1, 3600));
+    OL_RETURN_IF_ERROR(k.Int("kv_max_tcp_connections", &l.kv_max_tcp_connections, 1, 1 << 20));
+    OL_RETURN_IF_ERROR(k.Int("kv_max_unix_connections", &l.kv_max_unix_connections, 1, 1 << 20));
+    OL_RETURN_IF_ERROR(k.Int("rpc_max_buffered_mb", &l.rpc_max_buffered_mb, 16, 1 << 20));
+    k.WarnUnknown();
+  }
+  OL_RETURN_IF_ERROR(st);
   // Upstream's buffer pool knobs: accepted, our allocator sizes itself.
   r.Find("memory_pool");
 
@@ -453,6 +466,9 @@ kv::KvServiceOptions KvServiceOptionsFor(const Config& cfg, uint64_t slab_bytes,
   ko.lease = absl::Seconds(cfg.kv_slab.reserve_ttl_secs);
   ko.secret = cfg.rpc_secret;
   ko.reactor = 0;
+  ko.max_tcp_connections = cfg.limits.kv_max_tcp_connections;
+  ko.max_unix_connections = cfg.limits.kv_max_unix_connections;
+  ko.max_buffered_bytes = size_t{cfg.limits.rpc_max_buffered_mb} << 20;
   return ko;
 }
 
@@ -471,6 +487,9 @@ s3::S3ServerOptions S3ServerOptionsFor(const Config& cfg) {
   o.address = cfg.s3_addr;
   o.region = cfg.region;
   o.credentials = cfg.credentials;
+  o.max_connections = cfg.limits.s3_max_connections;
+  o.max_connections_per_client = cfg.limits.s3_max_connections_per_client;
+  o.head_timeout = absl::Seconds(cfg.limits.s3_head_timeout_secs);
   // The folder the data_dirs live in keeps a generated key pair.
   if (!cfg.data_dirs.empty()) {
     const std::filesystem::path parent = std::filesystem::path(cfg.data_dirs.front()).parent_path();

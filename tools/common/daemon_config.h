@@ -62,6 +62,16 @@ struct RdmaConfig {
   std::optional<uint32_t> max_clients;
 };
 
+// Ours: what clients may hold ([limits]; docs/security.md, "Under attack").
+struct LimitsConfig {
+  uint32_t s3_max_connections = 4096;
+  uint32_t s3_max_connections_per_client = 1024;
+  uint32_t s3_head_timeout_secs = 30;
+  uint32_t kv_max_tcp_connections = 4096;
+  uint32_t kv_max_unix_connections = 1024;
+  uint32_t rpc_max_buffered_mb = 1024;
+};
+
 struct TlsConfig {
   std::string cert_path;
   std::string key_path;
@@ -101,6 +111,7 @@ struct Config {
   std::string admin_token;
   // How often the object store's healer checks its drives and repairs what reads found damaged.
   uint32_t heal_interval_secs = 10;
+  LimitsConfig limits;
   // CPUs to run reactors on; empty = every CPU in the process's affinity mask.
   std::vector<int> cores;
   // Where the config came from, for messages ("<embedded default>" or a path).

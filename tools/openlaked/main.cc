@@ -4,6 +4,7 @@
 //   openlaked                      # the embedded default: KV pool on 127.0.0.1:9400,
 //                                  # S3 on 127.0.0.1:9000 over ./data/d0..d3
 //   openlaked --config node.toml   # upstream-compatible TOML (see docs/configuration.md)
+#include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -282,6 +283,10 @@ int Run(const std::string& config_path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Buffers of 256 KiB and more (large RPC frames, answers a slow client has not taken) come
+  // from mmap and go back to the system when freed. Setting the threshold turns off glibc's
+  // habit of raising it after such a free, which kept that memory in the heap for good.
+  mallopt(M_MMAP_THRESHOLD, 256 << 10);
   CLI::App app{"openlaked: the OpenLake daemon (KV-cache pool and S3 object store)"};
   std::string config;
   app.add_option("-c,--config", config, "TOML config (upstream OpenLake keys); default: embedded")

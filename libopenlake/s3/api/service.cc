@@ -61,6 +61,7 @@ std::string S3Service::ErrorBody(int status, std::string_view why, std::string* 
   if (status == 414) code = "KeyTooLongError";  // S3's answer to over-long request lines
   if (status == 431) code = "RequestHeaderSectionTooLarge";
   if (status == 501) code = "NotImplemented";
+  if (status == 503) code = "SlowDown";  // the SDKs back off and retry
   if (status == 505) code = "HttpVersionNotSupported";
   if (status == 417) code = "ExpectationFailed";
   return ErrorXml(code, why, "", id);

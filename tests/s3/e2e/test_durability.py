@@ -64,14 +64,20 @@ def test_drive_loss_reads_and_writes(server):
     _read_all(s3, bucket, objects)
     listed = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]]
     assert listed == sorted(objects)
-    # Writes go on too (write quorum 2 of 4), and read back.
+    # Writes go on too (write quorum k + 1 = 3 of 4), and read back.
     for i in range(3):
         data = os.urandom(1 << 20 if i else 100)
         s3.put_object(Bucket=bucket, Key=f"after-loss/{i}", Body=data)
         objects[f"after-loss/{i}"] = data
     _read_all(s3, bucket, objects)
-    # A second drive lost: RS(2+2) still reads everything.
+    # A second drive lost: RS(2+2) still reads everything, and takes no write: two drives
+    # holding it would lose it to the next failure after it was acknowledged.
     _lose(server.drives[3])
+    _read_all(s3, bucket, objects)
+    from botocore.exceptions import ClientError
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket=bucket, Key="two-drives", Body=b"not acknowledged")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
     _read_all(s3, bucket, objects)
 
 

@@ -48,6 +48,14 @@ struct KvServiceOptions {
   std::string secret;
   unsigned reactor = 0;  // the reactor that owns the pool
   uint32_t max_frame_bytes = 64u << 20;
+  // Connections open at once on each listener, kept apart so that clients of one (any local
+  // user can reach the TCP port) never take the places of the other (the inference engine's
+  // Unix socket).
+  size_t max_unix_connections = 1024;
+  size_t max_tcp_connections = 4096;
+  // Memory every connection together may hold in requests half received and answers unsent
+  // (net::RpcServerOptions::max_buffered_bytes).
+  size_t max_buffered_bytes = 1u << 30;
   // Registers more methods on the pool's RPC server, so they are served on the same listeners
   // (openlaked adds the node status). Runs once, on the pool's reactor, before it listens.
   std::function<void(net::RpcServer&)> extend;

@@ -112,9 +112,16 @@ struct RpcServerOptions {
   // Shared secret. Without one, Listen refuses addresses beyond loopback; with one, every
   // connection to such a listener must pass the handshake before its first request.
   std::string secret;
+  // Connections open at once over every listener (each listener may have a cap of its own:
+  // Listen). One more is told so (an error frame where the hello would be) and closed,
+  // unless an unauthenticated connection can make room.
   size_t max_connections = 4096;
   // A connection whose unsent responses exceed this stops being read until they drain.
-  size_t max_pending_output = 256u << 20;
+  size_t max_pending_output = 64u << 20;
+  // Memory all connections together may hold for frames half received and answers not yet
+  // sent. A request that would take more is read and dropped, and answered ResourceExhausted;
+  // past it in answers, connections with answers unsent stop being read until they drain.
+  size_t max_buffered_bytes = 1u << 30;
   // Time a connection has to authenticate.
   absl::Duration auth_timeout = absl::Seconds(5);
   // Version string sent in the hello.
@@ -139,8 +146,11 @@ class OL_EXPORT RpcServer {
 
   // Starts accepting on `addr` (the socket is created here). Returns the bound address (port 0
   // becomes the real port). FailedPrecondition for a non-loopback address without a secret.
+  // `max_connections` caps the connections through this listener (0: only the server's cap),
+  // so that one listener's clients cannot take every place from another's.
   absl::StatusOr<io::SocketAddress> Listen(const io::SocketAddress& addr,
-                                           const io::ListenOptions& options);
+                                           const io::ListenOptions& options,
+                                           size_t max_connections = 0);
 
   // Closes listeners and connections; OnDisconnect runs for each connection. The object may
   // be destroyed once `stopped()` is true (in-flight operations have drained).
@@ -156,6 +166,7 @@ class OL_EXPORT RpcServer {
     uint64_t requests = 0;
     uint64_t protocol_errors = 0;  // connections closed for a malformed frame
     uint64_t auth_failures = 0;
+    uint64_t refused_requests = 0;  // answered ResourceExhausted: max_buffered_bytes reached
   };
   const Counters& counters() const { return counters_; }
 

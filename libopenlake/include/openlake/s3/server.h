@@ -37,7 +37,12 @@ struct S3ServerOptions {
   // Domains for virtual-host-style requests ("<bucket>.<domain>"); path style always works.
   std::vector<std::string> domains = {"localhost"};
   absl::Duration idle_timeout = absl::Seconds(60);
+  // A request head must be whole this long after its first byte (408 otherwise).
+  absl::Duration head_timeout = absl::Seconds(30);
   size_t max_connections = 4096;
+  // Connections open at once from one client address; 0: no cap. At either cap a client
+  // that holds a place idle, or trickles its head in, gives it up to the new connection.
+  size_t max_connections_per_client = 1024;
 };
 
 class OL_EXPORT S3Server {
