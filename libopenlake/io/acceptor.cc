@@ -185,6 +185,7 @@ absl::StatusOr<std::unique_ptr<Acceptor>> Acceptor::Create(Reactor& reactor,
 }
 
 Acceptor::~Acceptor() {
+  alive_.reset();
   for (auto& l : listeners_) {
     if (l->fd >= 0) {
       close(l->fd);
@@ -234,6 +235,17 @@ void Acceptor::OnAccept(Listener* l, int32_t res, uint32_t flags) {
     if (!l->closed && res != -ECANCELED) {
       OL_LOG_EVERY_N_SEC(kWarning, 5) << opts_.name << ": accept on " << l->addr.ToString() << ": "
                                       << ErrnoStatus(res, "accept").message();
+    }
+    const bool out_of_resources = res == -EMFILE || res == -ENFILE || res == -ENOBUFS ||
+                                  res == -ENOMEM;
+    if (out_of_resources && !l->armed && !l->closed && !stopping_) {
+      // Accepting again at once would fail again at once (the connection stays queued): try
+      // again shortly, when a descriptor may have been freed.
+      std::weak_ptr<void> alive = alive_;
+      reactor_.After(absl::Milliseconds(50), [this, l, alive] {
+        if (alive.lock() && !stopping_) Arm(l);
+      });
+      return;
     }
   } else if (l->closed || stopping_) {
     state_->refused.fetch_add(1, std::memory_order_relaxed);

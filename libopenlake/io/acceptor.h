@@ -178,6 +178,7 @@ class Acceptor {
   std::shared_ptr<internal::AcceptorState> state_;
   std::vector<std::unique_ptr<Listener>> listeners_;
   bool stopping_ = false;
+  std::shared_ptr<void> alive_ = std::make_shared<int>(0);  // reset first in the destructor
 };
 
 namespace internal {

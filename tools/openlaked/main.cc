@@ -6,6 +6,7 @@
 //   openlaked --config node.toml   # upstream-compatible TOML (see docs/configuration.md)
 #include <malloc.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -287,6 +288,13 @@ int main(int argc, char** argv) {
   // from mmap and go back to the system when freed. Setting the threshold turns off glibc's
   // habit of raising it after such a free, which kept that memory in the heap for good.
   mallopt(M_MMAP_THRESHOLD, 256 << 10);
+  // Every connection is a descriptor: take all the hard limit allows (Go's runtime, and so
+  // MinIO, does the same), so the caps in [limits] are what bounds them, not a soft 1024.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &files);
+  }
   CLI::App app{"openlaked: the OpenLake daemon (KV-cache pool and S3 object store)"};
   std::string config;
   app.add_option("-c,--config", config, "TOML config (upstream OpenLake keys); default: embedded")
