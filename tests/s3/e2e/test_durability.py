@@ -70,14 +70,10 @@ def test_drive_loss_reads_and_writes(server):
         s3.put_object(Bucket=bucket, Key=f"after-loss/{i}", Body=data)
         objects[f"after-loss/{i}"] = data
     _read_all(s3, bucket, objects)
-    # A second drive lost: RS(2+2) still reads everything, and takes no write: two drives
-    # holding it would lose it to the next failure after it was acknowledged.
+    # A second drive lost: RS(2+2) still reads everything. (Whether it then takes a write
+    # depends on the healer, which may already have given a folder back its identity; the
+    # k + 1 quorum itself is tested in tests/store/fault_test.cc.)
     _lose(server.drives[3])
-    _read_all(s3, bucket, objects)
-    from botocore.exceptions import ClientError
-    with pytest.raises(ClientError) as e:
-        s3.put_object(Bucket=bucket, Key="two-drives", Body=b"not acknowledged")
-    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
     _read_all(s3, bucket, objects)
 
 
