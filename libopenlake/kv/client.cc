@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kv/layout.h"
@@ -289,9 +290,33 @@ absl::StatusOr<PutResult> Client::Put(const Namespace& ns, absl::Span<const Bloc
                                                ns.block_bytes));
     }
   }
-  if (keys.empty()) return PutResult{};
-  OL_ASSIGN_OR_RETURN(std::vector<SlotGrant> grants,
-                      Reserve(ns, static_cast<uint32_t>(keys.size()), /*allow_partial=*/true));
+  // In rounds of at most this client's share of the pool (the server's cap on what one client
+  // holds reserved, KvServiceOptions::max_reserved_percent): each round is written and
+  // committed, ending its reservations, before the next. A round cut short means the pool is
+  // full; the put ends there with the prefix stored.
+  const uint64_t cap = impl_->attach.max_reserved_bytes();
+  const size_t per_round = cap == 0 ? keys.size() : std::max<size_t>(1, cap / ns.slot_bytes);
+  size_t stored = 0;
+  while (stored < keys.size()) {
+    const size_t ask = std::min(per_round, keys.size() - stored);
+    auto reserved = Reserve(ns, static_cast<uint32_t>(ask), /*allow_partial=*/true);
+    if (!reserved.ok()) {
+      if (stored > 0 && absl::IsResourceExhausted(reserved.status())) break;
+      return reserved.status();
+    }
+    const std::vector<SlotGrant>& grants = *reserved;
+    OL_RETURN_IF_ERROR(PutRound(ns, keys.subspan(stored, grants.size()),
+                                blocks.subspan(stored, grants.size()), grants,
+                                options.first_depth + static_cast<uint32_t>(stored)));
+    stored += grants.size();
+    if (grants.size() < ask) break;
+  }
+  return PutResult{stored};
+}
+
+absl::Status Client::PutRound(const Namespace& ns, absl::Span<const BlockKey> keys,
+                              absl::Span<const std::vector<ConstPiece>> blocks,
+                              absl::Span<const SlotGrant> grants, uint32_t first_depth) {
   std::vector<CommitEntry> entries(grants.size());
   std::vector<uint64_t> reserved;
   for (size_t i = 0; i < grants.size(); ++i) {
@@ -307,15 +332,14 @@ absl::StatusOr<PutResult> Client::Put(const Namespace& ns, absl::Span<const Bloc
       crc = CopyWithCrc64(d, p.data, p.len, crc);
       d += p.len;
     }
-    entries[i] =
-        CommitEntry{grants[i].slot, keys[i], crc, options.first_depth + static_cast<uint32_t>(i)};
+    entries[i] = CommitEntry{grants[i].slot, keys[i], crc, first_depth + static_cast<uint32_t>(i)};
   }
   if (absl::Status st = Commit(ns, entries); !st.ok()) {
     for (const SlotGrant& g : grants) reserved.push_back(g.slot);
     (void)Release({}, reserved, /*wait=*/false);
     return st;
   }
-  return PutResult{grants.size()};
+  return absl::OkStatus();
 }
 
 absl::StatusOr<PutResult> Client::Put(const Namespace& ns, absl::Span<const BlockKey> keys,

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/random.h"
+
 #include "openlake/log.h"
 #include "openlake/status.h"
 #include "openlake/strings.h"
@@ -18,6 +20,7 @@ Pool::Pool(void* slab, PoolOptions options)
   segments_.resize(header_->segment_count);
   for (uint32_t i = header_->segment_count; i-- > 0;) free_segments_.push_back(i);
   if (options_.evict_sample == 0) options_.evict_sample = 1;
+  RandomBytes(&scrub_state_, sizeof(scrub_state_));
 }
 
 Pool::SlotMeta* Pool::Meta(uint64_t slot) {
@@ -44,7 +47,7 @@ uint64_t Pool::OffsetOf(uint64_t slot) const {
 // ---- Namespaces ------------------------------------------------------------------------------
 
 absl::StatusOr<Namespace> Pool::OpenNamespace(std::string_view name, const LayoutFingerprint& fp,
-                                              uint32_t block_bytes) {
+                                              uint32_t block_bytes, Caller caller) {
   if (name.empty() || name.size() > 256) {
     return absl::InvalidArgumentError("namespace name must be 1..256 bytes");
   }
@@ -79,6 +82,7 @@ absl::StatusOr<Namespace> Pool::OpenNamespace(std::string_view name, const Layou
   st.ns.slot_bytes = slot_bytes;
   st.fp = fp;
   st.cls = ClassFor(slot_bytes);
+  st.owner = caller.admin ? options_.default_owner : caller.uid;
   ns_by_name_.emplace(st.ns.name, st.ns.id);
   Namespace out = st.ns;
   namespaces_.emplace(out.id, std::move(st));
@@ -108,6 +112,14 @@ absl::StatusOr<Pool::NamespaceState*> Pool::Check(NsRef ref) {
                absl::Hex(it->second.ns.digest), " (", it->second.fp.Describe(), ")"));
   }
   return &it->second;
+}
+
+absl::Status Pool::MayWrite(NsRef ref, Caller caller) const {
+  OL_ASSIGN_OR_RETURN(const NamespaceState* ns, Check(ref));
+  if (caller.admin || caller.uid == ns->owner) return absl::OkStatus();
+  return absl::PermissionDeniedError(StrCat("namespace '", ns->ns.name, "' belongs to uid ",
+                                            ns->owner, "; uid ", caller.uid,
+                                            " may read it but not change it"));
 }
 
 absl::StatusOr<const Pool::NamespaceState*> Pool::Check(NsRef ref) const {
@@ -360,6 +372,24 @@ void Pool::EndPins(Session& sess, PinBatch& batch) {
   for (uint64_t slot : batch.slots) Unpin(slot);
 }
 
+void Pool::EndReservation(Session& sess, uint64_t slot) {
+  sess.reserved_bytes -= segments_[SegOf(slot)].slot_bytes;
+  --reserved_;
+  --segments_[SegOf(slot)].busy;
+  FreeSlot(slot);
+}
+
+void Pool::Scrub(uint64_t slot) {
+  // splitmix64: a stale block's first word becomes 8 bytes nobody without the slab has seen. A
+  // CRC-64 catches every change within 64 bits, so the old checksum no longer matches.
+  scrub_state_ += 0x9e3779b97f4a7c15ULL;
+  uint64_t z = scrub_state_;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  std::memcpy(static_cast<std::byte*>(base_) + OffsetOf(slot), &z, sizeof(z));
+}
+
 // ---- Operations ---------------------------------------------------------------------------------
 
 absl::StatusOr<std::vector<SlotGrant>> Pool::Reserve(uint64_t session, NsRef ref, uint32_t count,
@@ -374,6 +404,20 @@ absl::StatusOr<std::vector<SlotGrant>> Pool::Reserve(uint64_t session, NsRef ref
                                              " blocks of this size"));
   }
   last_now_ns_ = now_ns;
+  Session& sess = sessions_[session];
+  if (options_.max_reserved_bytes_per_session > 0) {
+    const uint64_t cap = options_.max_reserved_bytes_per_session;
+    const uint64_t room =
+        sess.reserved_bytes < cap ? (cap - sess.reserved_bytes) / ns->ns.slot_bytes : 0;
+    if (count > room && allow_partial && room > 0) count = static_cast<uint32_t>(room);
+    if (count > room) {
+      ++counters_.reserve_failures;
+      return absl::ResourceExhaustedError(
+          StrCat("this client may hold at most ", cap, " bytes of the KV pool reserved (",
+                 sess.reserved_bytes, " held now; ", count, " slots of ", ns->ns.slot_bytes,
+                 " bytes asked): commit or release first, or reserve in smaller batches"));
+    }
+  }
   // All or nothing: find out first whether `count` can be had, so a refusal evicts nothing.
   if (!allow_partial && Obtainable(ns->cls) < count) {
     ExpireLeases(now_ns);
@@ -413,7 +457,6 @@ absl::StatusOr<std::vector<SlotGrant>> Pool::Reserve(uint64_t session, NsRef ref
         "KV pool full: ", got.size(), " of ", count, " slots of ", ns->ns.slot_bytes,
         " bytes could be had; every other slot is pinned by readers or reserved by writers"));
   }
-  Session& sess = sessions_[session];
   std::vector<SlotGrant> out;
   out.reserve(got.size());
   const int64_t deadline = now_ns + options_.lease_ns;
@@ -430,7 +473,9 @@ absl::StatusOr<std::vector<SlotGrant>> Pool::Reserve(uint64_t session, NsRef ref
     h->namespace_id = ns->ns.id;
     // Release: a reader that sees the new generation sees the slot as no longer theirs.
     h->generation.store(m->generation, std::memory_order_release);
+    Scrub(slot);
     sess.reservations.insert(slot);
+    sess.reserved_bytes += segments_[SegOf(slot)].slot_bytes;
     ++reserved_;
     out.push_back(SlotGrant{slot, OffsetOf(slot), m->generation});
   }
@@ -500,6 +545,7 @@ absl::Status Pool::Commit(uint64_t session, NsRef ref, absl::Span<const CommitEn
     sess.reservations.erase(e.slot);
     --reserved_;
     Segment& s = segments_[SegOf(e.slot)];
+    sess.reserved_bytes -= s.slot_bytes;
     --s.busy;
     ++classes_[s.cls].evictable;
     ++ns->blocks;
@@ -562,9 +608,7 @@ absl::Status Pool::Release(uint64_t session, absl::Span<const uint64_t> pin_batc
       ++unknown;
       continue;
     }
-    --reserved_;
-    --segments_[SegOf(slot)].busy;
-    FreeSlot(slot);
+    EndReservation(sit->second, slot);
   }
   for (uint64_t id : pin_batches) {
     if (sit == sessions_.end()) {
@@ -631,11 +675,7 @@ void Pool::CloseSession(uint64_t session) {
   if (it == sessions_.end()) return;
   Session sess = std::move(it->second);
   sessions_.erase(it);
-  for (uint64_t slot : sess.reservations) {
-    --reserved_;
-    --segments_[SegOf(slot)].busy;
-    FreeSlot(slot);
-  }
+  for (uint64_t slot : sess.reservations) EndReservation(sess, slot);
   for (auto& [id, batch] : sess.pins) EndPins(sess, batch);
 }
 
@@ -660,9 +700,7 @@ size_t Pool::ExpireLeases(int64_t now_ns) {
     }
     for (uint64_t slot : lapsed) {
       sess.reservations.erase(slot);
-      --reserved_;
-      --segments_[SegOf(slot)].busy;
-      FreeSlot(slot);
+      EndReservation(sess, slot);
       ++counters_.expired_reservations;
       ++ended;
     }
@@ -762,11 +800,16 @@ absl::Status Pool::CheckInvariants() const {
     for (const auto& [bid, batch] : sess.pins) {
       for (uint64_t slot : batch.slots) ++pins[slot];
     }
+    uint64_t bytes = 0;
     for (uint64_t slot : sess.reservations) {
       const SlotMeta* m = Meta(slot);
       if (m == nullptr || m->state != State::kReserved || m->session != sid) {
         return absl::InternalError("a session holds a reservation that is not its own");
       }
+      bytes += segments_[SegOf(slot)].slot_bytes;
+    }
+    if (bytes != sess.reserved_bytes) {
+      return absl::InternalError("a session's reserved bytes differ from its reservations");
     }
   }
   for (const auto& [slot, n] : pins) {

@@ -22,7 +22,8 @@
 // chain (largest depth), so a prefix's tail goes before its head. When a class has nothing to
 // evict, the coldest segment of another class whose slots are all evictable is reclaimed
 // whole. A Reserve that cannot be met in full (without allow_partial) answers
-// ResourceExhausted before evicting anything. A segment free for `trim_after_ns` returns its
+// ResourceExhausted before evicting anything, as does one past the session's cap
+// (max_reserved_bytes_per_session). A segment free for `trim_after_ns` returns its
 // memory to the kernel (MADV_REMOVE) when TrimFreeSegments runs.
 #pragma once
 
@@ -51,6 +52,19 @@ struct PoolOptions {
   int64_t lease_ns = 60'000'000'000;  // reservations and pins
   uint32_t evict_sample = 16;
   int64_t trim_after_ns = 10'000'000'000;  // free segments older than this give memory back
+  // Bytes of slots one session may hold reserved at once (0: no cap). A Reserve past it is
+  // cut to what is left (allow_partial) or refused, before anything is evicted: one client
+  // cannot empty the pool of everyone else's blocks or keep every slot from other writers.
+  uint64_t max_reserved_bytes_per_session = 0;
+  // Owner of namespaces opened without one (Pool::OpenNamespace).
+  uint32_t default_owner = 0;
+};
+
+// Who asks: a namespace belongs to the uid that created it; `admin` (the daemon's own user,
+// root, a holder of the shared secret) may change any namespace.
+struct Caller {
+  uint32_t uid = 0;
+  bool admin = true;
 };
 
 class Pool {
@@ -63,8 +77,15 @@ class Pool {
 
   // Creates `name` or returns the existing one. FailedPrecondition when it exists with another
   // fingerprint or block size; InvalidArgument for a block size that fits no segment.
+  // A new namespace belongs to `caller`'s uid.
   absl::StatusOr<Namespace> OpenNamespace(std::string_view name, const LayoutFingerprint& fp,
-                                          uint32_t block_bytes);
+                                          uint32_t block_bytes, Caller caller = {});
+  // OK when `caller` may change `ns` (Reserve into it, Commit, Remove, Reset): it owns it or
+  // is an admin. PermissionDenied naming the owner otherwise; reading (Lookup, Exists) is open
+  // to every client the server admitted.
+  absl::Status MayWrite(NsRef ns, Caller caller) const;
+  // PoolOptions::max_reserved_bytes_per_session.
+  uint64_t max_reserved_bytes() const { return options_.max_reserved_bytes_per_session; }
 
   // The namespace called `name`, with its fingerprint's description; NotFound when none. For
   // readers that only ask what exists (a scheduler) and cannot compute the full fingerprint.
@@ -181,6 +202,7 @@ class Pool {
     LayoutFingerprint fp;
     int32_t cls = -1;
     uint64_t blocks = 0;
+    uint32_t owner = 0;  // uid of its creator
   };
 
   struct PinBatch {
@@ -190,6 +212,7 @@ class Pool {
   struct Session {
     absl::flat_hash_map<uint64_t, PinBatch> pins;  // by batch id
     absl::flat_hash_set<uint64_t> reservations;
+    uint64_t reserved_bytes = 0;  // slot bytes of `reservations`
   };
 
   static uint64_t SlotId(uint32_t seg, uint32_t idx) { return (uint64_t{seg} << 32) | idx; }
@@ -220,6 +243,12 @@ class Pool {
   void Unpin(uint64_t slot);
   void Touch(SlotMeta* m, uint64_t slot, int64_t stamp);
   void EndPins(Session& sess, PinBatch& batch);
+  // Frees a slot `sess` held reserved (release, expiry, close); the caller erases it from
+  // sess.reservations.
+  void EndReservation(Session& sess, uint64_t slot);
+  // Writes fresh random bytes over the start of a slot about to be granted, so that what an
+  // earlier block left there cannot pass its old checksum under a new key.
+  void Scrub(uint64_t slot);
 
   static constexpr uint64_t kNil = ~uint64_t{0};
 
@@ -238,6 +267,7 @@ class Pool {
   int64_t last_now_ns_ = 0;  // latest time seen, for stamping freed segments
   uint64_t reserved_ = 0;
   uint64_t pinned_ = 0;
+  uint64_t scrub_state_;  // splitmix64 state, seeded at random
   PoolStats counters_;
 };
 

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "kv/pool.h"
@@ -58,7 +59,7 @@ class KvService::Impl {
       : reactor_(r),
         options_(o),
         slab_(std::move(slab)),
-        pool_(slab_->base(), PoolOptions{absl::ToInt64Nanoseconds(o.lease), 16}),
+        pool_(slab_->base(), PoolOptionsFor(o, slab_->size())),
         metrics_(1) {
     const char* names[] = {"attach", "open_namespace", "reserve", "commit",
                            "lookup", "release",        "exists",  "reset",
@@ -70,9 +71,25 @@ class KvService::Impl {
     errors_ = metrics_.AddCounter("kv_request_errors_total", "KV requests answered with an error");
   }
 
+  static PoolOptions PoolOptionsFor(const KvServiceOptions& o, uint64_t slab_bytes) {
+    PoolOptions po;
+    po.lease_ns = absl::ToInt64Nanoseconds(o.lease);
+    const uint32_t percent = std::clamp<uint32_t>(o.max_reserved_percent, 1, 100);
+    po.max_reserved_bytes_per_session = percent == 100 ? 0 : slab_bytes / 100 * percent;
+    po.default_owner = geteuid();
+    return po;
+  }
+
+  // Who asks, as the RPC server admitted them (net::ConnectionInfo).
+  static Caller CallerOf(const net::RpcCall& call) {
+    return Caller{call.connection().peer_uid, call.connection().admin};
+  }
+
   absl::Status Start(std::string* tcp_bound, std::string* unix_bound) {
     net::RpcServerOptions ro;
     ro.secret = options_.secret;
+    ro.allowed_uids = options_.allowed_uids;
+    ro.tcp_idle_timeout = options_.tcp_idle_timeout;
     ro.max_frame_bytes = options_.max_frame_bytes;
     ro.max_connections = options_.max_unix_connections + options_.max_tcp_connections;
     ro.max_buffered_bytes = options_.max_buffered_bytes;
@@ -163,7 +180,11 @@ class KvService::Impl {
                                resp.set_unix_socket(unix_path_);
                                resp.set_lease_ms(static_cast<uint64_t>(pool_.lease_ns() / 1000000));
                                resp.set_segment_bytes(slab_->header().segment_bytes);
-                               const bool give = req.want_slab() && call.connection().is_unix;
+                               resp.set_max_reserved_bytes(pool_.max_reserved_bytes());
+                               // The slab holds every tenant's blocks: mapping it is for
+                               // the server's own user and root.
+                               const bool give = req.want_slab() && call.connection().is_unix &&
+                                                 call.connection().admin;
                                resp.set_slab_attached(give);
                                std::string out;
                                resp.SerializeToString(&out);
@@ -179,7 +200,7 @@ class KvService::Impl {
         wire::kOpenNamespace, [this](net::RpcCall& call, const wire::OpenNamespaceRequest& req) {
           OL_ASSIGN_OR_RETURN(Namespace ns,
                               pool_.OpenNamespace(req.name(), wire::FromWire(req.fingerprint()),
-                                                  req.block_bytes()));
+                                                  req.block_bytes(), CallerOf(call)));
           wire::OpenNamespaceResponse resp;
           resp.set_id(ns.id);
           resp.set_digest(ns.digest);
@@ -207,6 +228,7 @@ class KvService::Impl {
         return absl::InvalidArgumentError(
             StrCat("cannot reserve ", req.count(), " slots at once (limit ", wire::kMaxBatch, ")"));
       }
+      OL_RETURN_IF_ERROR(pool_.MayWrite(Ref(req.ns()), CallerOf(call)));
       OL_ASSIGN_OR_RETURN(auto grants, pool_.Reserve(call.connection().id, Ref(req.ns()),
                                                      req.count(), req.allow_partial(), NowNs()));
       wire::ReserveResponse resp;
@@ -239,6 +261,7 @@ class KvService::Impl {
             entries[i].depth =
                 req.depths_size() ? req.depths(static_cast<int>(i)) : static_cast<uint32_t>(i);
           }
+          OL_RETURN_IF_ERROR(pool_.MayWrite(Ref(req.ns()), CallerOf(call)));
           OL_RETURN_IF_ERROR(pool_.Commit(call.connection().id, Ref(req.ns()), entries, NowNs()));
           return Reply(call, wire::CommitResponse());
         });
@@ -294,6 +317,7 @@ class KvService::Impl {
     Add<wire::RemoveRequest>(
         wire::kRemove, [this](net::RpcCall& call, const wire::RemoveRequest& req) {
           OL_ASSIGN_OR_RETURN(auto keys, wire::UnpackKeys(req.keys(), req.key_len()));
+          OL_RETURN_IF_ERROR(pool_.MayWrite(Ref(req.ns()), CallerOf(call)));
           OL_ASSIGN_OR_RETURN(uint32_t removed, pool_.Remove(Ref(req.ns()), keys));
           wire::RemoveResponse resp;
           resp.set_removed(removed);
@@ -302,6 +326,7 @@ class KvService::Impl {
 
     Add<wire::ResetRequest>(wire::kReset,
                             [this](net::RpcCall& call, const wire::ResetRequest& req) {
+                              OL_RETURN_IF_ERROR(pool_.MayWrite(Ref(req.ns()), CallerOf(call)));
                               OL_RETURN_IF_ERROR(pool_.Reset(Ref(req.ns())));
                               return Reply(call, wire::ResetResponse());
                             });

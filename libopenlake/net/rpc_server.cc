@@ -8,6 +8,7 @@
 
 #include "common/random.h"
 #include "io/acceptor.h"
+#include "io/peer_uid.h"
 #include "net/frame.h"
 
 #include "openlake/log.h"
@@ -25,6 +26,8 @@ constexpr uint32_t kMaxFrameBeforeAuth = 4096;
 // Every connection starts with a receive buffer this size, and goes back to it once a larger
 // frame is handled.
 constexpr size_t kBaseInput = 64 << 10;
+// A TCP connection idle this long may make room for a new client when a cap is full.
+constexpr absl::Duration kIdleEvictable = absl::Seconds(10);
 
 }  // namespace
 
@@ -72,6 +75,8 @@ class RpcServer::Impl {
     bool closing = false;
     bool hook_done = false;
     bool closing_after_send = false;
+    std::string close_reason;       // logged when closing_after_send closes it
+    int64_t idle_refreshed_ns = 0;  // when the idle deadline was last pushed back
     int ops = 0;  // operations in flight
     uint8_t nonce[kNonceBytes];
     // Send state for the sendmsg in flight.
@@ -80,7 +85,15 @@ class RpcServer::Impl {
     alignas(cmsghdr) char cmsg[CMSG_SPACE(sizeof(int))];
   };
 
-  void OnConnection(io::Connection conn, bool require_auth);
+  // `beyond_loopback`: came through a listener that is not on loopback.
+  void OnConnection(io::Connection conn, bool beyond_loopback);
+  // How a loopback peer gets in: by its uid, through the handshake, or not at all (`*why`).
+  enum class Admission { kAdmin, kAllowed, kHandshake, kRefused };
+  Admission Admit(Connection* c, std::string* why);
+  // Pushes the idle deadline of a TCP connection back (tcp_idle_timeout).
+  void RefreshIdle(Connection* c);
+  // Answers `status` where a response would go (request 0) and closes once it is sent.
+  void SayAndClose(Connection* c, FrameType type, const absl::Status& status);
   // Gives `c` a receive buffer of `cap` bytes (its unconsumed bytes kept), charging the growth
   // beyond kBaseInput to buffered_; false when that would pass max_buffered_bytes.
   bool Resize(Connection* c, size_t cap);
@@ -125,7 +138,7 @@ void RpcServer::Impl::SendOp::Complete(int32_t res, uint32_t) noexcept {
   c->impl->OnSent(c, res);
 }
 
-void RpcServer::Impl::OnConnection(io::Connection conn, bool require_auth) {
+void RpcServer::Impl::OnConnection(io::Connection conn, bool beyond_loopback) {
   auto owned = std::make_unique<Connection>();
   Connection* c = owned.get();
   c->impl = this;
@@ -137,7 +150,6 @@ void RpcServer::Impl::OnConnection(io::Connection conn, bool require_auth) {
   c->info.peer = conn.peer();
   c->info.peer_pid = conn.peer_pid();
   c->info.peer_uid = conn.peer_uid();
-  c->info.authenticated = !require_auth;
   c->conn = std::move(conn);
   c->in_cap = kBaseInput;
   c->in.reset(new char[c->in_cap]);  // not zero-filled: recv writes it
@@ -145,6 +157,18 @@ void RpcServer::Impl::OnConnection(io::Connection conn, bool require_auth) {
   conns_.emplace(c->info.id, std::move(owned));
   if (owner_) ++owner_->counters_.accepted;
 
+  std::string why;
+  const Admission how = beyond_loopback ? Admission::kHandshake : Admit(c, &why);
+  if (how == Admission::kRefused) {
+    if (owner_) ++owner_->counters_.auth_failures;
+    // Where the hello would be: an error the client reports (RpcClient::Connect).
+    SayAndClose(c, FrameType::kResponse, absl::PermissionDeniedError(why));
+    ArmRecv(c);  // sees the close after the send
+    return;
+  }
+  const bool require_auth = how == Admission::kHandshake;
+  c->info.authenticated = !require_auth;
+  c->info.admin = how == Admission::kAdmin;
   FrameHeader h;
   h.type = FrameType::kHello;
   OutFrame hello;
@@ -155,8 +179,56 @@ void RpcServer::Impl::OnConnection(io::Connection conn, bool require_auth) {
   if (require_auth) {
     c->conn.SetDeadline(absl::Now() + opts_.auth_timeout);
     c->conn.SetEvictableAfter(absl::Seconds(1));
+  } else {
+    RefreshIdle(c);
   }
   ArmRecv(c);
+}
+
+RpcServer::Impl::Admission RpcServer::Impl::Admit(Connection* c, std::string* why) {
+  if (!c->info.is_unix) {
+    absl::StatusOr<uid_t> uid = io::LoopbackPeerUid(c->fd);
+    if (uid.ok()) {
+      c->info.peer_uid = *uid;
+    } else {
+      *why = StrCat("cannot tell which user is connecting (", uid.status().message(), ")");
+    }
+  }
+  const uid_t uid = c->info.peer_uid;
+  if (uid != static_cast<uid_t>(-1)) {
+    if (uid == 0 || uid == geteuid()) return Admission::kAdmin;
+    for (uid_t allowed : opts_.allowed_uids) {
+      if (uid == allowed) return Admission::kAllowed;
+    }
+    *why = StrCat("uid ", uid, " may not use this server");
+  }
+  if (!opts_.secret.empty()) return Admission::kHandshake;
+  *why = StrCat(*why, ": only uid ", geteuid(),
+                " (the server's), root and the uids in rpc_allowed_uids may; no shared secret "
+                "is configured (rpc_secret) to admit anyone else");
+  return Admission::kRefused;
+}
+
+void RpcServer::Impl::RefreshIdle(Connection* c) {
+  if (c->info.is_unix || opts_.tcp_idle_timeout == absl::InfiniteDuration()) return;
+  // At most once a second: a busy connection pays one clock read per request, no more.
+  const int64_t now = reactor_.now_ns();
+  if (c->idle_refreshed_ns != 0 && now - c->idle_refreshed_ns < 1'000'000'000) return;
+  c->idle_refreshed_ns = now;
+  c->conn.SetDeadline(absl::Now() + opts_.tcp_idle_timeout);
+  c->conn.SetEvictableAfter(kIdleEvictable);
+}
+
+void RpcServer::Impl::SayAndClose(Connection* c, FrameType type, const absl::Status& status) {
+  FrameHeader h;
+  h.type = type;
+  h.aux = static_cast<uint32_t>(status.code());
+  OutFrame f;
+  AppendFrame(h, SV(status.message()), &f.bytes);
+  c->close_reason = std::string(status.message());
+  Queue(c, std::move(f));
+  // Close once the answer is out: stop reading now, shut down after the send.
+  c->closing_after_send = true;
 }
 
 void RpcServer::Impl::ArmRecv(Connection* c) {
@@ -178,7 +250,12 @@ void RpcServer::Impl::ArmRecv(Connection* c) {
 
 void RpcServer::Impl::OnRecv(Connection* c, int32_t res) {
   if (c->closing) return MaybeFinalize(c);
-  if (res <= 0 && c->conn.expired()) {  // the handshake deadline passed (OnConnection)
+  if (res <= 0 && c->conn.expired()) {  // a deadline passed (OnConnection, RefreshIdle)
+    if (c->info.authenticated) {
+      if (owner_) ++owner_->counters_.idle_closed;
+      return CloseConn(c, StrCat("no request for ", absl::FormatDuration(opts_.tcp_idle_timeout)),
+                       false);
+    }
     if (owner_) ++owner_->counters_.auth_failures;
     return CloseConn(c, "no authentication before the deadline", false);
   }
@@ -290,16 +367,14 @@ void RpcServer::Impl::HandleFrame(Connection* c, const FrameHeader& h, std::stri
     }
     if (!AuthMacMatches(opts_.secret, c->nonce, payload)) {
       if (owner_) ++owner_->counters_.auth_failures;
-      reply.aux = static_cast<uint32_t>(absl::StatusCode::kPermissionDenied);
-      AppendFrame(reply, "authentication failed: wrong shared secret", &f.bytes);
-      Queue(c, std::move(f));
-      // Close once the answer is out: stop reading now, shut down after the send.
-      c->closing_after_send = true;
-      return;
+      return SayAndClose(c, FrameType::kAuth,
+                         absl::PermissionDeniedError("authentication failed: wrong shared secret"));
     }
     c->info.authenticated = true;
+    c->info.admin = true;
     c->conn.ClearDeadline();
     c->conn.ClearEvictable();
+    RefreshIdle(c);
     AppendFrame(reply, "", &f.bytes);
     Queue(c, std::move(f));
     return;
@@ -314,6 +389,7 @@ void RpcServer::Impl::HandleFrame(Connection* c, const FrameHeader& h, std::stri
   }
   if (h.flags != 0) return CloseConn(c, "descriptors are not accepted from clients", true);
   if (owner_) ++owner_->counters_.requests;
+  RefreshIdle(c);
   auto it = handlers_.find(h.method);
   RpcCall call;
   call.server_ = owner_;
@@ -402,7 +478,7 @@ void RpcServer::Impl::OnSent(Connection* c, int32_t res) {
     }
   }
   if (c->closing_after_send && c->out.empty()) {
-    return CloseConn(c, "authentication failed (wrong shared secret)", false);
+    return CloseConn(c, c->close_reason, false);
   }
   Flush(c);
   if (!c->recv_armed) ArmRecv(c);  // it checks the output caps
@@ -509,12 +585,9 @@ absl::StatusOr<io::SocketAddress> RpcServer::Listen(const io::SocketAddress& add
                ": it is beyond loopback and no shared secret is configured (set rpc_secret)"));
   }
   Impl* impl = impl_.get();
-  const bool require_auth = !loopback;
   return impl->acceptor_->Listen(
       addr, options,
-      [impl, require_auth](io::Connection conn) {
-        impl->OnConnection(std::move(conn), require_auth);
-      },
+      [impl, loopback](io::Connection conn) { impl->OnConnection(std::move(conn), !loopback); },
       io::ListenerLimits{max_connections});
 }
 

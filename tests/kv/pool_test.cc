@@ -1,5 +1,6 @@
 #include "kv/pool.h"
 
+#include <cstring>
 #include <map>
 #include <random>
 
@@ -7,6 +8,8 @@
 
 #include "kv/kv_test_util.h"
 #include "kv/slab.h"
+
+#include "openlake/checksum.h"
 
 using openlake::kv::BlockKey;
 using openlake::kv::CommitEntry;
@@ -512,4 +515,88 @@ TEST_CASE("find a namespace by name; remove single keys", "[kv][pool][ns]") {
   REQUIRE(env.pool->Release(2, {pins->batch}, {}).ok());
   CHECK(env.pool->Stats().pinned_slots == 0);
   REQUIRE(env.pool->CheckInvariants().ok());
+}
+
+TEST_CASE("one session may hold only its share reserved; others' blocks stay", "[kv][pool][cap]") {
+  auto slab = *SlabMapping::Create((2ull << 20) + (8ull << 20), 1u << 20);
+  PoolOptions o{kLease, 16};
+  o.max_reserved_bytes_per_session = 2ull << 20;  // a quarter of the slab
+  Pool pool(slab->base(), o);
+  Namespace ns = *pool.OpenNamespace("m", Fp(), 64 << 10);
+  // Session 1 fills the pool with committed blocks.
+  std::vector<CommitEntry> e;
+  uint32_t committed = 0;
+  for (int round = 0; round < 8; ++round) {
+    auto g = pool.Reserve(1, Ref(ns), 16, true, 0);
+    if (!g.ok()) break;
+    e.clear();
+    for (const auto& s : *g) e.push_back({s.slot, Key(committed, "a"), committed, committed++});
+    REQUIRE(pool.Commit(1, Ref(ns), e, 0).ok());
+  }
+  REQUIRE(committed > 64);
+  const uint64_t evicted_before = pool.Stats().evictions;
+
+  // Session 2 asks for everything: refused whole, before anything is evicted.
+  auto all = pool.Reserve(2, Ref(ns), 48, false, 0);
+  REQUIRE(all.status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK(std::string(all.status().message()).find("at most 2097152 bytes") != std::string::npos);
+  CHECK(pool.Stats().evictions == evicted_before);
+  CHECK(pool.Exists(Ref(ns), {Key(0, "a")})->prefix == 1);
+
+  // With allow_partial it gets its share and no more.
+  auto part = pool.Reserve(2, Ref(ns), 48, true, 0);
+  REQUIRE(part.ok());
+  CHECK(part->size() * ns.slot_bytes <= o.max_reserved_bytes_per_session);
+  CHECK(part->size() * ns.slot_bytes > o.max_reserved_bytes_per_session - ns.slot_bytes);
+  CHECK(pool.Reserve(2, Ref(ns), 1, false, 0).status().code() ==
+        absl::StatusCode::kResourceExhausted);
+  // Another session is not held back by session 2's share.
+  auto other = pool.Reserve(3, Ref(ns), 4, false, 0);
+  REQUIRE(other.ok());
+  // Releasing gives the share back.
+  std::vector<uint64_t> slots;
+  for (const auto& s : *part) slots.push_back(s.slot);
+  REQUIRE(pool.Release(2, {}, slots).ok());
+  CHECK(pool.Reserve(2, Ref(ns), 4, false, 0).ok());
+  REQUIRE(pool.CheckInvariants().ok());
+}
+
+TEST_CASE("a namespace belongs to its creator; admins may change any", "[kv][pool][ns]") {
+  Env env(4);
+  const openlake::kv::Caller alice{1001, false}, bob{1002, false}, admin{0, true};
+  auto ns = env.pool->OpenNamespace("alice/model", Fp(), 4096, alice);
+  REQUIRE(ns.ok());
+  CHECK(env.pool->MayWrite(Ref(*ns), alice).ok());
+  CHECK(env.pool->MayWrite(Ref(*ns), admin).ok());
+  absl::Status denied = env.pool->MayWrite(Ref(*ns), bob);
+  CHECK(denied.code() == absl::StatusCode::kPermissionDenied);
+  CHECK(std::string(denied.message()).find("belongs to uid 1001") != std::string::npos);
+  // Opening it again (as bob) does not change its owner.
+  REQUIRE(env.pool->OpenNamespace("alice/model", Fp(), 4096, bob).ok());
+  CHECK(env.pool->MayWrite(Ref(*ns), bob).code() == absl::StatusCode::kPermissionDenied);
+  // One an admin opened belongs to the default owner (uid 0 here).
+  auto shared = env.pool->OpenNamespace("shared", Fp(), 4096, admin);
+  CHECK(env.pool->MayWrite(Ref(*shared), alice).code() == absl::StatusCode::kPermissionDenied);
+}
+
+TEST_CASE("a granted slot no longer holds what its last block left", "[kv][pool][scrub]") {
+  Env env(4);
+  Namespace ns = env.Open("m", 4096);
+  auto g = env.pool->Reserve(1, Ref(ns), 1, false, 0);
+  REQUIRE(g.ok());
+  auto* base = static_cast<unsigned char*>(env.slab->base());
+  unsigned char* block = base + (*g)[0].offset;
+  std::memset(block, 0xab, ns.block_bytes);
+  const uint64_t crc = openlake::Crc64(block, ns.block_bytes);
+  REQUIRE(env.pool->Commit(1, Ref(ns), {{(*g)[0].slot, Key(0), crc, 0}}, 0).ok());
+  // Replay: remove K0, reserve again (the same slot comes back), commit K1 with K0's checksum
+  // without writing. A reader of K1 must not find K0's bytes under that checksum.
+  REQUIRE(*env.pool->Remove(Ref(ns), env.Keys(0, 1)) == 1);
+  auto again = env.pool->Reserve(1, Ref(ns), 1, false, 0);
+  REQUIRE(again.ok());
+  REQUIRE((*again)[0].slot == (*g)[0].slot);
+  REQUIRE(env.pool->Commit(1, Ref(ns), {{(*again)[0].slot, Key(1), crc, 0}}, 0).ok());
+  auto pins = env.pool->Lookup(2, Ref(ns), env.Keys(1, 1), 0);
+  REQUIRE(pins->hits.size() == 1);
+  CHECK(openlake::Crc64(base + pins->hits[0].offset, ns.block_bytes) != pins->hits[0].checksum);
 }

@@ -27,7 +27,7 @@ struct Service {
   TempDir dir;
   std::unique_ptr<openlake::io::Runtime> rt = openlake::testing::StartRuntime(2);
   std::unique_ptr<KvService> svc;
-  explicit Service(uint64_t slab = 64ull << 20) {
+  explicit Service(uint64_t slab = 64ull << 20, uint32_t reserved_percent = 25) {
     REQUIRE(rt);
     KvServiceOptions o;
     o.tcp_address = "127.0.0.1:0";
@@ -35,6 +35,7 @@ struct Service {
     o.slab_bytes = slab;
     o.segment_bytes = 4ull << 20;
     o.reactor = 1;
+    o.max_reserved_percent = reserved_percent;
     auto s = KvService::Start(*rt, o);
     REQUIRE(s.ok());
     svc = *std::move(s);
@@ -203,7 +204,7 @@ TEST_CASE("a client that goes away gives back its reservations and pins", "[kv][
 TEST_CASE("a full pool answers ResourceExhausted; a partial put stores a prefix",
           "[kv][service][full]") {
   // 10 MiB: the service picks 1 MiB segments (at least eight) → 8 segments × 3 slots of 256 KiB.
-  Service s(/*slab=*/(2ull << 20) + (8ull << 20));
+  Service s(/*slab=*/(2ull << 20) + (8ull << 20), /*reserved_percent=*/100);
   CHECK(s.svc->segment_bytes() == 1u << 20);
   auto c = s.Connect();
   const uint32_t block = 256 << 10;

@@ -33,10 +33,11 @@ def _die_with_parent() -> None:
 
 
 class Daemon(LocalDaemon):
-    def __init__(self, tmp: Path, capacity_gb: float = 0.25, segment_mb: int = 4):
+    def __init__(self, tmp: Path, capacity_gb: float = 0.25, segment_mb: int = 4,
+                 top: str = "", tables: str = ""):
         super().__init__(_openlaked(), tmp, capacity_gb,
-                         slab_settings=f"segment_mb = {segment_mb}\nreserve_ttl_secs = 60\n",
-                         stop_timeout=20, preexec_fn=_die_with_parent)
+                         slab_settings=f"segment_mb = {segment_mb}\nreserve_ttl_secs = 60\n{tables}",
+                         stop_timeout=20, preexec_fn=_die_with_parent, top_settings=top)
 
 
 @pytest.fixture

@@ -120,6 +120,21 @@ class TableReader {
     return absl::OkStatus();
   }
 
+  absl::Status UidList(std::string_view key, std::vector<uint32_t>* out) {
+    const toml::node* n = Find(key);
+    if (!n) return absl::OkStatus();
+    if (!n->is_array()) return Error(n, key, "must be an array of user ids");
+    out->clear();
+    for (const toml::node& e : *n->as_array()) {
+      if (!e.is_integer() || e.as_integer()->get() < 0 ||
+          e.as_integer()->get() >= int64_t{UINT32_MAX}) {
+        return Error(&e, key, "must be an array of user ids (0..4294967294)");
+      }
+      out->push_back(static_cast<uint32_t>(e.as_integer()->get()));
+    }
+    return absl::OkStatus();
+  }
+
   const toml::table* Table(std::string_view key, absl::Status* status) {
     const toml::node* n = Find(key);
     if (!n) return nullptr;
@@ -322,6 +337,8 @@ absl::Status ParseTop(const toml::table& root, std::string_view source, Config* 
     OL_RETURN_IF_ERROR(k.Int("kv_max_tcp_connections", &l.kv_max_tcp_connections, 1, 1 << 20));
     OL_RETURN_IF_ERROR(k.Int("kv_max_unix_connections", &l.kv_max_unix_connections, 1, 1 << 20));
     OL_RETURN_IF_ERROR(k.Int("rpc_max_buffered_mb", &l.rpc_max_buffered_mb, 16, 1 << 20));
+    OL_RETURN_IF_ERROR(k.Int("kv_max_reserved_percent", &l.kv_max_reserved_percent, 1, 100));
+    OL_RETURN_IF_ERROR(k.Int("kv_idle_timeout_secs", &l.kv_idle_timeout_secs, 1, 1 << 30));
     k.WarnUnknown();
   }
   OL_RETURN_IF_ERROR(st);
@@ -329,6 +346,7 @@ absl::Status ParseTop(const toml::table& root, std::string_view source, Config* 
   r.Find("memory_pool");
 
   OL_RETURN_IF_ERROR(r.String("rpc_secret", &cfg->rpc_secret));
+  OL_RETURN_IF_ERROR(r.UidList("rpc_allowed_uids", &cfg->rpc_allowed_uids));
   OL_RETURN_IF_ERROR(r.String("kv_socket", &cfg->kv_socket));
   OL_RETURN_IF_ERROR(r.Int("heal_interval_secs", &cfg->heal_interval_secs, 1, 86400));
   OL_RETURN_IF_ERROR(r.String("admin_addr", &cfg->admin_addr));
@@ -465,10 +483,13 @@ kv::KvServiceOptions KvServiceOptionsFor(const Config& cfg, uint64_t slab_bytes,
   ko.segment_bytes = cfg.kv_slab.segment_bytes;
   ko.lease = absl::Seconds(cfg.kv_slab.reserve_ttl_secs);
   ko.secret = cfg.rpc_secret;
+  ko.allowed_uids.assign(cfg.rpc_allowed_uids.begin(), cfg.rpc_allowed_uids.end());
   ko.reactor = 0;
   ko.max_tcp_connections = cfg.limits.kv_max_tcp_connections;
   ko.max_unix_connections = cfg.limits.kv_max_unix_connections;
   ko.max_buffered_bytes = size_t{cfg.limits.rpc_max_buffered_mb} << 20;
+  ko.max_reserved_percent = cfg.limits.kv_max_reserved_percent;
+  ko.tcp_idle_timeout = absl::Seconds(cfg.limits.kv_idle_timeout_secs);
   return ko;
 }
 

@@ -70,6 +70,8 @@ struct LimitsConfig {
   uint32_t kv_max_tcp_connections = 4096;
   uint32_t kv_max_unix_connections = 1024;
   uint32_t rpc_max_buffered_mb = 1024;
+  uint32_t kv_max_reserved_percent = 25;  // of the slab, per client session
+  uint32_t kv_idle_timeout_secs = 600;    // TCP control connections; never the Unix socket
 };
 
 struct TlsConfig {
@@ -102,6 +104,9 @@ struct Config {
   // Ours.
   // Shared secret for RPC listeners beyond loopback (required there; see docs/rpc.md).
   std::string rpc_secret;
+  // Local users admitted to the KV pool's RPC besides the daemon's own and root; they may
+  // read every namespace and change only those they created (docs/security.md).
+  std::vector<uint32_t> rpc_allowed_uids;
   // Path of the KV pool's Unix socket; empty = a per-user runtime folder (docs/kv-pool.md).
   std::string kv_socket;
   // The admin listener (/metrics, /health/*; docs/operations.md). Empty: 127.0.0.1:9464,

@@ -28,7 +28,8 @@ class LocalDaemon:
     def __init__(self, openlaked: str, folder: Path, capacity_gb: float,
                  slab_settings: str = "", start_timeout: float = 20.0,
                  stop_timeout: float = 60.0,
-                 preexec_fn: Optional[Callable[[], Any]] = None) -> None:
+                 preexec_fn: Optional[Callable[[], Any]] = None,
+                 top_settings: str = "") -> None:
         folder = Path(folder)
         (folder / "sock").mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -38,7 +39,7 @@ class LocalDaemon:
         self._stop_timeout = stop_timeout
         cfg = folder / "openlake.toml"
         cfg.write_text(f'mode = "kv"\nrpc_addr = "{self.address}"\nkv_socket = "{self.socket}"\n'
-                       f"[kv_slab]\ncapacity_gb = {capacity_gb}\n{slab_settings}")
+                       f"{top_settings}\n[kv_slab]\ncapacity_gb = {capacity_gb}\n{slab_settings}")
         self.proc = subprocess.Popen([openlaked, "--config", str(cfg)],
                                      stdout=open(self.log, "w"), stderr=subprocess.STDOUT,
                                      preexec_fn=preexec_fn)

@@ -109,7 +109,8 @@ class OL_EXPORT Client {
   absl::StatusOr<Namespace> FindNamespace(std::string_view name);
 
   // Stores blocks[i] under keys[i]. Each block's pieces must add up to ns.block_bytes. Stores a
-  // prefix when the pool has room for only part.
+  // prefix when the pool has room for only part. A batch larger than this client's share of
+  // the pool (the server's cap on what one client holds reserved) goes in several rounds.
   absl::StatusOr<PutResult> Put(const Namespace& ns, absl::Span<const BlockKey> keys,
                                 absl::Span<const std::vector<ConstPiece>> blocks,
                                 const PutOptions& options = {});
@@ -150,6 +151,10 @@ class OL_EXPORT Client {
  private:
   class Impl;
   explicit Client(std::unique_ptr<Impl> impl);
+  // One round of Put: copies blocks into `grants`' slots, then commits (or releases them).
+  absl::Status PutRound(const Namespace& ns, absl::Span<const BlockKey> keys,
+                        absl::Span<const std::vector<ConstPiece>> blocks,
+                        absl::Span<const SlotGrant> grants, uint32_t first_depth);
   std::unique_ptr<Impl> impl_;
   absl::Duration lease_;
 };

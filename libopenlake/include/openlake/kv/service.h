@@ -18,10 +18,13 @@
 // when their lease (`lease`) passes without a Release.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -56,6 +59,15 @@ struct KvServiceOptions {
   // Memory every connection together may hold in requests half received and answers unsent
   // (net::RpcServerOptions::max_buffered_bytes).
   size_t max_buffered_bytes = 1u << 30;
+  // Share of the slab one session (one connection) may hold reserved at once, 1..100: a
+  // Reserve past it is cut (allow_partial) or refused before anything is evicted.
+  uint32_t max_reserved_percent = 25;
+  // A TCP connection that sends nothing for this long is closed (the engine's Unix socket
+  // never is); its reservations and pins end with it.
+  absl::Duration tcp_idle_timeout = absl::Minutes(10);
+  // Local users admitted besides this one and root (net::RpcServerOptions::allowed_uids): they
+  // may read every namespace and write the ones they created, but not map the slab.
+  std::vector<uid_t> allowed_uids;
   // Registers more methods on the pool's RPC server, so they are served on the same listeners
   // (openlaked adds the node status). Runs once, on the pool's reactor, before it listens.
   std::function<void(net::RpcServer&)> extend;

@@ -2,9 +2,10 @@
 //
 // Framed RPC over TCP and Unix sockets: length-prefixed messages with request ids, so a client
 // may pipeline many requests on one connection and match the answers; per-request deadlines;
-// a frame-size limit; and a shared-secret handshake for listeners beyond loopback. The frame
-// and handshake are specified in docs/rpc.md. Payloads are opaque bytes here: each service
-// encodes its own messages (the KV pool uses protobuf, kept private to it).
+// a frame-size limit; a shared-secret handshake for listeners beyond loopback, and on loopback
+// admission by the peer's uid (the secret's handshake for anyone else). The frame and handshake are
+// specified in docs/rpc.md. Payloads are opaque bytes here: each service encodes its own messages
+// (the KV pool uses protobuf, kept private to it).
 //
 // Server: lives on one reactor; every handler runs there.
 //
@@ -51,10 +52,15 @@ struct ConnectionInfo {
   uint64_t id = 0;
   io::SocketAddress peer;
   bool is_unix = false;
-  // Unix sockets: the peer's credentials (SO_PEERCRED); -1 otherwise.
+  // Unix sockets: the peer's process (SO_PEERCRED); -1 otherwise.
   pid_t peer_pid = -1;
+  // The peer's user: Unix sockets (SO_PEERCRED) and loopback TCP (sock_diag); -1 beyond
+  // loopback, where only the shared secret says who may come in.
   uid_t peer_uid = static_cast<uid_t>(-1);
-  bool authenticated = false;  // passed the shared-secret handshake (or none was needed)
+  bool authenticated = false;  // admitted: by its uid, or by the shared-secret handshake
+  // May change what any client made: the server's own user, root, or a holder of the secret.
+  // A client admitted by RpcServerOptions::allowed_uids is not.
+  bool admin = false;
 };
 
 class RpcServer;
@@ -124,6 +130,15 @@ struct RpcServerOptions {
   size_t max_buffered_bytes = 1u << 30;
   // Time a connection has to authenticate.
   absl::Duration auth_timeout = absl::Seconds(5);
+  // Who may connect on loopback (Unix sockets and loopback TCP, where the kernel tells the
+  // peer's uid) without the secret: the server's own user, root, and these uids (admitted but
+  // not ConnectionInfo::admin). Any other local user must pass the handshake when a secret is
+  // set, and is refused (PermissionDenied, in an error frame where the hello would be) when
+  // none is.
+  std::vector<uid_t> allowed_uids;
+  // A TCP connection that sends no request for this long is closed (Unix sockets never are);
+  // one idle for 10 s may make room for a new client when a cap is full.
+  absl::Duration tcp_idle_timeout = absl::InfiniteDuration();
   // Version string sent in the hello.
   std::string version;
 };
@@ -165,7 +180,8 @@ class OL_EXPORT RpcServer {
     uint64_t accepted = 0;
     uint64_t requests = 0;
     uint64_t protocol_errors = 0;  // connections closed for a malformed frame
-    uint64_t auth_failures = 0;
+    uint64_t auth_failures = 0;    // wrong or no secret, and local users not allowed
+    uint64_t idle_closed = 0;      // TCP connections closed for tcp_idle_timeout
     uint64_t refused_requests = 0;  // answered ResourceExhausted: max_buffered_bytes reached
   };
   const Counters& counters() const { return counters_; }
