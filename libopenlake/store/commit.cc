@@ -114,6 +114,7 @@ io::Task<absl::Status> Engine::CommitVersion(int set, std::string bucket, std::s
   std::vector<absl::Status> results = co_await io::WhenAll(std::move(phase1));
   int ok = 0;
   absl::Status first_error;
+  int full = 0;  // drives that had no room (ENOSPC, EDQUOT)
   std::vector<bool> done(static_cast<size_t>(n_), false);
   for (size_t i = 0; i < results.size(); ++i) {
     if (results[i].ok()) {
@@ -121,6 +122,7 @@ io::Task<absl::Status> Engine::CommitVersion(int set, std::string bucket, std::s
       done[static_cast<size_t>(positions[i])] = true;
     } else {
       if (first_error.ok()) first_error = results[i];
+      if (absl::IsResourceExhausted(results[i])) ++full;
       OL_LOG_EVERY_N_SEC(kWarning, 5) << "store: commit of " << bucket << "/" << key
                                       << " on drive " << drive(set, positions[i]).path
                                       << " failed: " << results[i];
@@ -145,10 +147,11 @@ io::Task<absl::Status> Engine::CommitVersion(int set, std::string bucket, std::s
       }
     }
     if (ErrorKindOf(first_error) == ErrorKind::kNoSuchBucket && ok == 0) co_return first_error;
-    co_return Error(ErrorKind::kInsufficientDrives,
-                    StrCat("write quorum not reached: ", ok, " of ", n_, " drives committed, ",
-                           quorum, " needed", first_error.ok() ? "" : "; first error: ",
-                           first_error.ok() ? "" : std::string(first_error.message())));
+    // The drives' own errors name paths: they are in the log above, not in the answer.
+    const ErrorKind kind = full > 0 ? ErrorKind::kStorageFull : ErrorKind::kInsufficientDrives;
+    co_return Error(
+        kind, StrCat("write quorum not reached: ", ok, " of ", n_, " drives committed, ", quorum,
+                     " needed", full > 0 ? StrCat("; ", full, " drives are full") : ""));
   }
 
   // Phase 2: the new version stands; drop what it replaced.

@@ -164,6 +164,9 @@ class Engine final : public Store {
   size_t heal_backlog() const override;
   io::Task<absl::StatusOr<HealResult>> DrainHealQueue() override;
   absl::StatusOr<int> RestoreDrives() override;
+  // Brings back a drive taken offline while running once it takes a write again; true when
+  // it did.
+  bool ProbeReturn(Drive& d);
 
   // ---- Shared by the files of the engine.
   const StoreOptions& options() const { return opts_; }

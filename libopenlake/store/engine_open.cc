@@ -306,10 +306,34 @@ absl::Status Engine::LoadDrives() {
   return absl::OkStatus();
 }
 
+bool Engine::ProbeReturn(Drive& d) {
+  // Only a drive taken offline while running (MarkOffline) comes back by itself: one left
+  // offline at start (a foreign or damaged identity) needs a person.
+  if (d.online.load() || d.fs == nullptr ||
+      d.state.load(std::memory_order_acquire) != DriveState::kError) {
+    return false;
+  }
+  absl::StatusOr<bool> has = d.fs->Exists(kFormatFile);
+  if (!has.ok() || !*has) return false;
+  // It must take a write again: a folder made and removed in its staging area.
+  const std::string probe = StrCat(kTmpDir, "/probe-", Hex(NewVersionId()));
+  if (!d.fs->MakeDirs(probe, kTmpDir).ok()) return false;
+  if (!d.fs->RemoveDir(probe).ok()) return false;
+  d.state.store(DriveState::kOk, std::memory_order_release);
+  d.online.store(true);
+  OL_LOG(kWarning) << "store: drive " << d.path << " works again: back online; a heal "
+                   << "rebuilds what it missed";
+  return true;
+}
+
 absl::StatusOr<int> Engine::RestoreDrives() {
   int restored = 0;
   for (auto& dp : drives_) {
     Drive& d = *dp;
+    if (ProbeReturn(d)) {
+      ++restored;
+      continue;
+    }
     if (!d.online.load() || d.fs == nullptr) continue;
     absl::StatusOr<bool> has = d.fs->Exists(kFormatFile);
     if (has.ok() && *has) continue;

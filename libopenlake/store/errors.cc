@@ -28,6 +28,8 @@ absl::StatusCode CodeOf(ErrorKind k) {
     case ErrorKind::kInvalidRange: return absl::StatusCode::kOutOfRange;
     case ErrorKind::kInsufficientDrives: return absl::StatusCode::kUnavailable;
     case ErrorKind::kCorrupt: return absl::StatusCode::kDataLoss;
+    case ErrorKind::kStorageFull:
+      return absl::StatusCode::kResourceExhausted;
   }
   return absl::StatusCode::kUnknown;
 }
@@ -54,7 +56,7 @@ ErrorKind ErrorKindOf(const absl::Status& s) {
   auto p = s.GetPayload(kPayloadUrl);
   if (!p) return ErrorKind::kNone;
   const int v = std::atoi(std::string(*p).c_str());
-  if (v < 0 || v > static_cast<int>(ErrorKind::kCorrupt)) return ErrorKind::kNone;
+  if (v < 0 || v > static_cast<int>(ErrorKind::kStorageFull)) return ErrorKind::kNone;
   return static_cast<ErrorKind>(v);
 }
 
@@ -77,6 +79,8 @@ std::string_view ErrorKindName(ErrorKind k) {
     case ErrorKind::kNotModified: return "NotModified";
     case ErrorKind::kInsufficientDrives: return "InsufficientDrives";
     case ErrorKind::kCorrupt: return "Corrupt";
+    case ErrorKind::kStorageFull:
+      return "StorageFull";
   }
   return "Unknown";
 }

@@ -59,6 +59,7 @@ struct WriterState {
   bool committed = false;
   Md5 md5{Digest::kMd5};
   bool hash_offloaded = false;  // some window's MD5 was handed to another reactor
+  int full = 0;                 // drives dropped for want of room (ENOSPC, EDQUOT)
   absl::Status error;
 };
 
@@ -71,6 +72,7 @@ int Usable(const WriterState& st) {
 void DropDrive(WriterState& st, uint32_t p, const absl::Status& why) {
   if (st.failed[p]) return;
   st.failed[p] = true;
+  if (absl::IsResourceExhausted(why)) ++st.full;
   // A drive that went offline is not counted again for each write that finds it so.
   if (st.e->fs(st.target.set, static_cast<int>(p)) != nullptr) {
     st.e->CountDriveError(st.target.set, static_cast<int>(p));
@@ -84,6 +86,11 @@ void DropDrive(WriterState& st, uint32_t p, const absl::Status& why) {
 
 absl::Status QuorumCheck(WriterState& st) {
   if (Usable(st) >= st.e->write_quorum()) return absl::OkStatus();
+  if (st.full > 0) {
+    return Error(ErrorKind::kStorageFull,
+                 StrCat(st.full, " drives are full; only ", Usable(st), " of ", st.n,
+                        " could take the write, ", st.e->write_quorum(), " needed"));
+  }
   return Error(ErrorKind::kInsufficientDrives,
                StrCat("only ", Usable(st), " of ", st.n, " drives could take the write; ",
                       st.e->write_quorum(), " needed"));
@@ -99,8 +106,10 @@ io::Task<absl::Status> Reap(WriterState& st, Window& w) {
     if (w.slot_pos[i] < 0) continue;  // the window's MD5
     const int32_t res = w.batch->result(i);
     if (res != static_cast<int32_t>(w.shard_len)) {
+      // A regular file written short has run out of room (the next write would say ENOSPC).
       DropDrive(st, static_cast<uint32_t>(w.slot_pos[i]),
-                res < 0 ? ErrnoStatus(res, "shard write") : absl::DataLossError("short write"));
+                res < 0 ? ErrnoStatus(res, "shard write")
+                        : absl::ResourceExhaustedError("short shard write: the drive is full"));
     }
   }
   w.batch->Clear();

@@ -495,7 +495,7 @@ TEST_CASE("beyond loopback, clients must present rpc_secret", "[integration][aut
   const int rc = openlake::testing::RunInPrivateNetwork([] {
     TempDir dir;
     const std::string cfg =
-        "mode = \"kv\"\nrpc_addr = \"0.0.0.0:9411\"\nrpc_secret = \"s3cr3t\"\n"
+        "mode = \"kv\"\nrpc_addr = \"0.0.0.0:9411\"\nrpc_secret = \"s3cr3t-s3cr3t\"\n"
         "kv_socket = \"" +
         dir.File("s/kv.sock") + "\"\n[kv_slab]\ncapacity_gb = 0.0625\nsegment_mb = 4\n";
     Daemon d(cfg);
@@ -513,7 +513,7 @@ TEST_CASE("beyond loopback, clients must present rpc_secret", "[integration][aut
       return 12;
     }
     ClientOptions right = none;
-    right.secret = "s3cr3t";
+    right.secret = "s3cr3t-s3cr3t";
     auto c = Client::Connect("127.0.0.1:9411", right);
     if (!c.ok() || !(*c)->Stats().ok()) return 13;
     c->reset();

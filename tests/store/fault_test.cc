@@ -314,5 +314,45 @@ TEST_CASE("torn metadata writes leave the old object or the new one", "[store][f
   }
 }
 
+TEST_CASE("a drive taken offline while running comes back when it works again", "[store][fault]") {
+  StoreFixture f(4, 4, 2, 64 << 10);
+  REQUIRE(f.Open().ok());
+  REQUIRE(f.MakeBucket("bkt").ok());
+  const Corpus c(10);
+  c.Put(f, "bkt");
+  // Drive 1's copy of an object is damaged, and the drive has turned read-only: the heal that
+  // would rewrite it cannot, and takes the drive offline.
+  const auto parts = ObjectFiles(f.drive_path(1), "bkt", "dir/many", true);
+  REQUIRE(parts.size() == 1);
+  FlipByte(parts[0], 100);
+  f.faults(1).no_new_dirs = true;
+  auto h = f.Heal();
+  INFO(h.status());
+  REQUIRE_FALSE(f.st().Drives()[1].online);
+  CHECK(f.st().Drives()[1].state == "error");
+  // Objects written meanwhile miss it.
+  const std::string late = RandomBytes(200000, 77);
+  REQUIRE(f.Put("bkt", "late", late).ok());
+  // Still read-only: the probe leaves it offline.
+  CHECK(*f.st().RestoreDrives() == 0);
+  CHECK_FALSE(f.st().Drives()[1].online);
+  // It works again (the remount undone): the next check returns it, and a heal writes what it
+  // missed and repairs what was damaged.
+  f.faults(1).no_new_dirs = false;
+  CHECK(*f.st().RestoreDrives() == 1);
+  CHECK(f.st().Drives()[1].online);
+  CHECK(f.st().Drives()[1].state == "ok");
+  h = f.Heal();
+  REQUIRE(h.ok());
+  CHECK(h->objects_failed == 0);
+  CHECK(h->objects_healed >= 2);
+  CHECK(ReadFile(parts[0]).size() > 0);
+  // With two other drives gone, reads need what drive 1 now holds.
+  f.faults(0).fail_all = true;
+  f.faults(2).fail_all = true;
+  CHECK(*f.Get("bkt", "late") == late);
+  c.Verify(f, "bkt");
+}
+
 }  // namespace
 }  // namespace openlake

@@ -23,6 +23,7 @@ namespace openlake::testing {
 struct DriveFaults {
   std::atomic<bool> fail_all{false};          // every call fails with EIO
   std::atomic<bool> fail_writes{false};       // data writes and syncs fail with EIO
+  std::atomic<bool> no_new_dirs{false};       // MakeDirs fails with EROFS (a read-only remount)
   std::atomic<int> flip_reads{0};             // flip a bit in this many more data reads
   std::atomic<bool> tear_next_meta{false};    // the next metadata write keeps half its bytes
   std::atomic<int> reads{0};
@@ -112,6 +113,7 @@ class FaultyBackend final : public store::FileBackend {
   absl::Status MakeDirs(std::string_view p, std::string_view from,
                         std::vector<std::string>* unsynced) override {
     OL_FAULT_GUARD();
+    if (f_->no_new_dirs) return ErrnoStatus(EROFS, "injected mkdir");
     return inner_->MakeDirs(p, from, unsynced);
   }
   absl::Status Rename(std::string_view a, std::string_view b) override {

@@ -51,8 +51,8 @@ default_parity_count = 2
 memory_pool = { enabled = true, size_bytes = 1024, bucket_capacity = 8 }
 s3_tls = { cert_path = "/c.pem", key_path = "/k.pem" }
 [[credentials]]
-access_key = "ak"
-secret_key = "sk"
+access_key = "akey"
+secret_key = "secretkey"
 [[nodes]]
 id = 0
 rpc_addr = "10.0.0.1:9100"
@@ -134,6 +134,37 @@ TEST_CASE("errors name the file, the line and the key", "[config]") {
   SECTION("parity beyond half") {
     auto c = ParseConfig("set_drive_count = 4\ndefault_parity_count = 3\n", "p.toml");
     REQUIRE(!c.ok());
+  }
+  SECTION("a set larger than the folders listed") {
+    auto c = ParseConfig("data_dirs = [\"/a\", \"/b\", \"/c\", \"/d\"]\nset_drive_count = 5\n",
+                         "d.toml");
+    REQUIRE(!c.ok());
+    CHECK(Msg(c.status()).find("d.toml:2: key 'set_drive_count' is 5 but data_dirs lists 4") !=
+          std::string::npos);
+  }
+  SECTION("a file given as a drive folder") {
+    auto c = ParseConfig("data_dirs = [\"/etc/hostname\"]\n", "f.toml");
+    REQUIRE(!c.ok());
+    CHECK(
+        Msg(c.status()).find("f.toml:1: key 'data_dirs' lists '/etc/hostname', which is a file") !=
+        std::string::npos);
+  }
+  SECTION("secrets too short to guard anything") {
+    for (const char* text : {"rpc_secret = \"x\"\n", "admin_token = \"abc\"\n",
+                             "[[credentials]]\naccess_key = \"ak\"\nsecret_key = \"secretkey\"\n",
+                             "[[credentials]]\naccess_key = \"akey\"\nsecret_key = \"s\"\n"}) {
+      auto c = ParseConfig(text, "s.toml");
+      REQUIRE(!c.ok());
+      CHECK(Msg(c.status()).find("must be at least") != std::string::npos);
+      CHECK(Msg(c.status()).rfind("s.toml:", 0) == 0);
+    }
+  }
+  SECTION("capacity_gb must be finite") {
+    for (const char* v : {"inf", "nan", "-1.0", "0.0"}) {
+      auto c = ParseConfig(std::string("[kv_slab]\ncapacity_gb = ") + v + "\n", "c.toml");
+      REQUIRE(!c.ok());
+      CHECK(Msg(c.status()).find("c.toml:2: key 'kv_slab.capacity_gb'") != std::string::npos);
+    }
   }
   SECTION("rdma transport needs [rdma]") {
     auto c = ParseConfig("transport = \"rdma\"\n", "x.toml");

@@ -1,6 +1,8 @@
 // The daemon's configuration file (see daemon_config.h).
 #include "daemon_config.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -45,6 +47,16 @@ class TableReader {
     if (!n) return required ? Error(nullptr, key, "is required") : absl::OkStatus();
     if (!n->is_string()) return Error(n, key, "must be a string");
     *out = n->as_string()->get();
+    return absl::OkStatus();
+  }
+
+  // A string that guards something: empty (unset) or at least `min` characters.
+  absl::Status Secret(std::string_view key, std::string* out, size_t min, bool required = false) {
+    OL_RETURN_IF_ERROR(String(key, out, required));
+    if ((!out->empty() || required) && out->size() < min) {
+      return Error(Find(key), key,
+                   StrCat("must be at least ", min, " characters (got ", out->size(), ")"));
+    }
     return absl::OkStatus();
   }
 
@@ -178,8 +190,9 @@ absl::Status ParseKvSlab(TableReader& r, KvSlabConfig* kv) {
     return r.Error(r.Find("cpu_ram_frac"), "cpu_ram_frac", "must be in (0, 1]");
   }
   OL_RETURN_IF_ERROR(r.Number("capacity_gb", &kv->capacity_gb));
-  if (kv->capacity_gb && !(*kv->capacity_gb > 0)) {
-    return r.Error(r.Find("capacity_gb"), "capacity_gb", "must be positive");
+  if (kv->capacity_gb && !(*kv->capacity_gb > 0 && *kv->capacity_gb <= (1 << 20))) {
+    return r.Error(r.Find("capacity_gb"), "capacity_gb",
+                   "must be a positive number of GiB, at most 1048576");
   }
   OL_RETURN_IF_ERROR(r.Int("reserve_ttl_secs", &kv->reserve_ttl_secs, 1, 86400));
   uint64_t segment_mb = kv->segment_bytes >> 20;
@@ -262,6 +275,14 @@ absl::Status ParseTop(const toml::table& root, std::string_view source, Config* 
   OL_RETURN_IF_ERROR(r.StringList("data_dirs", &cfg->data_dirs));
   if (!legacy_dir.empty() && !root.get("data_dirs")) cfg->data_dirs = {legacy_dir};
 
+  for (const std::string& d : cfg->data_dirs) {
+    struct stat sb {};
+    if (!d.empty() && stat(d.c_str(), &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+      const char* key = root.get("data_dirs") ? "data_dirs" : "data_dir";
+      return r.Error(r.Find(key), key, StrCat("lists '", d, "', which is a file, not a folder"));
+    }
+  }
+
   OL_RETURN_IF_ERROR(r.Int("set_drive_count", &cfg->set_drive_count, 1, 256));
   OL_RETURN_IF_ERROR(r.Int("replication", &cfg->set_drive_count, 1, 256));
   OL_RETURN_IF_ERROR(r.Int("default_parity_count", &cfg->default_parity_count, 0, 128));
@@ -272,8 +293,9 @@ absl::Status ParseTop(const toml::table& root, std::string_view source, Config* 
     for (const toml::node& n : *creds) {
       TableReader c(*n.as_table(), source, "credentials.");
       s3::Credential cred;
-      OL_RETURN_IF_ERROR(c.String("access_key", &cred.access_key, true));
-      OL_RETURN_IF_ERROR(c.String("secret_key", &cred.secret_key, true));
+      // As MinIO: access keys of 3 characters or more, secret keys of 8 or more.
+      OL_RETURN_IF_ERROR(c.Secret("access_key", &cred.access_key, 3, true));
+      OL_RETURN_IF_ERROR(c.Secret("secret_key", &cred.secret_key, 8, true));
       if (cred.access_key.empty() || cred.secret_key.empty()) {
         return c.Error(&n, "access_key", "and secret_key must not be empty");
       }
@@ -345,13 +367,25 @@ absl::Status ParseTop(const toml::table& root, std::string_view source, Config* 
   // Upstream's buffer pool knobs: accepted, our allocator sizes itself.
   r.Find("memory_pool");
 
-  OL_RETURN_IF_ERROR(r.String("rpc_secret", &cfg->rpc_secret));
+  OL_RETURN_IF_ERROR(r.Secret("rpc_secret", &cfg->rpc_secret, 8));
   OL_RETURN_IF_ERROR(r.UidList("rpc_allowed_uids", &cfg->rpc_allowed_uids));
   OL_RETURN_IF_ERROR(r.String("kv_socket", &cfg->kv_socket));
   OL_RETURN_IF_ERROR(r.Int("heal_interval_secs", &cfg->heal_interval_secs, 1, 86400));
   OL_RETURN_IF_ERROR(r.String("admin_addr", &cfg->admin_addr));
-  OL_RETURN_IF_ERROR(r.String("admin_token", &cfg->admin_token));
+  OL_RETURN_IF_ERROR(r.Secret("admin_token", &cfg->admin_token, 8));
   OL_RETURN_IF_ERROR(r.IntList("cores", &cfg->cores));
+  for (const char* key : {"set_drive_count", "replication"}) {
+    const toml::node* n = root.get(key);
+    // One node's drives only: with [[nodes]] a set may span the nodes.
+    if (n && cfg->mode == Mode::kStorage && cfg->nodes.size() <= 1 && !cfg->data_dirs.empty() &&
+        cfg->set_drive_count > cfg->data_dirs.size()) {
+      return r.Error(
+          n, key,
+          StrCat("is ", cfg->set_drive_count, " but data_dirs lists ", cfg->data_dirs.size(),
+                 " folders: a set cannot have more drives "
+                 "than there are folders"));
+    }
+  }
   r.WarnUnknown();
   return absl::OkStatus();
 }
@@ -382,6 +416,21 @@ absl::Status ValidateImpl(const Config& cfg) {
       return absl::InvalidArgumentError(
           StrCat(src, ": default_parity_count ", cfg.default_parity_count,
                  " must be at most half of set_drive_count ", cfg.set_drive_count));
+    }
+  }
+  // The parser says the same with the line; this catches values from the environment.
+  for (const auto& [what, value] :
+       {std::pair<const char*, const std::string*>{"rpc_secret", &cfg.rpc_secret},
+        {"admin_token", &cfg.admin_token}}) {
+    if (!value->empty() && value->size() < 8) {
+      return absl::InvalidArgumentError(
+          StrCat(src, ": ", what, " must be at least 8 characters (got ", value->size(), ")"));
+    }
+  }
+  for (const s3::Credential& c : cfg.credentials) {
+    if (c.access_key.size() < 3 || c.secret_key.size() < 8) {
+      return absl::InvalidArgumentError(
+          StrCat(src, ": S3 access keys need at least 3 characters and secret keys at least 8"));
     }
   }
   absl::flat_hash_set<std::string> dirs;

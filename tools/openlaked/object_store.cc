@@ -20,6 +20,11 @@
 #include "openlake/s3/server.h"
 #include "openlake/store/store.h"
 
+namespace {
+// A drive with less room than this takes no more writes: readiness counts it as full.
+constexpr uint64_t kMinWritableBytes = 4ull << 20;
+}  // namespace
+
 struct ObjectStoreNode::Impl {
   openlake::io::Runtime* rt = nullptr;
   std::unique_ptr<openlake::store::Store> store;
@@ -104,10 +109,16 @@ absl::StatusOr<std::unique_ptr<ObjectStoreNode>> ObjectStoreNode::Start(
   for (const std::string& d : cfg.data_dirs) any = any || std::filesystem::exists(d);
   if (!any) {
     for (const std::string& d : cfg.data_dirs) {
+      // Every folder made here is owner-only, the ones above the drive (./data) too.
+      std::vector<std::filesystem::path> made;
+      for (std::filesystem::path p = std::filesystem::absolute(d).lexically_normal();
+           !p.empty() && !std::filesystem::exists(p) && p != p.parent_path(); p = p.parent_path()) {
+        made.push_back(p);
+      }
       std::error_code ec;
       std::filesystem::create_directories(d, ec);
       if (ec) return absl::InternalError(absl::StrCat("creating ", d, ": ", ec.message()));
-      chmod(d.c_str(), 0700);
+      for (const std::filesystem::path& p : made) chmod(p.c_str(), 0700);
     }
   }
   auto impl = std::make_unique<Impl>();
@@ -198,14 +209,22 @@ bool ObjectStoreNode::Ready(std::string* why) const {
     return false;
   }
   const openlake::store::Store& st = *impl_->store;
-  std::vector<int> online(static_cast<size_t>(st.set_count()), 0);
+  // Ready means a write would succeed: count the drives that can take one, not those merely
+  // online (a drive remounted read-only or full is online and takes nothing).
+  std::vector<int> writable(static_cast<size_t>(st.set_count()), 0);
   for (const openlake::store::DriveInfo& d : st.Drives()) {
-    if (d.online && d.set >= 0 && d.set < st.set_count()) ++online[static_cast<size_t>(d.set)];
+    if (!d.online || d.set < 0 || d.set >= st.set_count()) continue;
+    struct statvfs v {};
+    if (statvfs(d.path.c_str(), &v) != 0 || (v.f_flag & ST_RDONLY) != 0) continue;
+    if (static_cast<uint64_t>(v.f_bavail) * v.f_frsize < kMinWritableBytes) continue;
+    ++writable[static_cast<size_t>(d.set)];
   }
   const int quorum = st.write_quorum();
-  for (size_t s = 0; s < online.size(); ++s) {
-    if (online[s] < quorum) {
-      *why = absl::StrCat("erasure set ", s, " has ", online[s], " drives online, fewer than the ",
+  for (size_t s = 0; s < writable.size(); ++s) {
+    if (writable[s] < quorum) {
+      *why = absl::StrCat("erasure set ", s, " has ", writable[s],
+                          " drives that can take writes (online, not read-only, not full), "
+                          "fewer than the ",
                           quorum, " a write needs");
       return false;
     }

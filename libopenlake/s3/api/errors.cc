@@ -57,6 +57,11 @@ S3Error ErrorFromStatus(const absl::Status& status) {
     case ErrorKind::kInsufficientDrives:
       return {"ServiceUnavailable", 503,
               "Too few drives are available to serve the request; please retry. " + msg};
+    case ErrorKind::kStorageFull:
+      // MinIO's answer; no drive paths (they stay in the daemon's log).
+      return {"XMinioStorageFull", 507,
+              "Storage backend has reached its minimum free drive threshold. Please delete a few "
+              "objects to proceed."};
     case ErrorKind::kCorrupt:
       return {"InternalError", 500,
               "We encountered an internal error: too few intact copies of the data. " + msg};

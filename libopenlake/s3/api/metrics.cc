@@ -18,6 +18,7 @@ S3Metrics::S3Metrics(unsigned reactors) : reg_(std::max(1u, reactors)) {
     bytes_out_[op] = reg_.AddCounter(StrCat("s3_bytes_out/", name), "");
     latency_[op] = reg_.AddHistogram(StrCat("s3_latency/", name), "");
   }
+  storage_full_ = reg_.AddCounter("s3_storage_full", "");
 }
 
 void S3Metrics::Record(unsigned reactor, Op op, int status, uint64_t bytes_in,
@@ -29,10 +30,14 @@ void S3Metrics::Record(unsigned reactor, Op op, int status, uint64_t bytes_in,
   if (bytes_in > 0) s.Add(bytes_in_[o], bytes_in);
   if (bytes_out > 0) s.Add(bytes_out_[o], bytes_out);
   s.Record(latency_[o], micros);
+  if (status == 507) s.Add(storage_full_);
 }
 
 void S3Metrics::Write(PrometheusWriter& w) const {
   const MetricsSnapshot snap = reg_.Read();
+  w.Counter("openlake_s3_storage_full_total",
+            "Requests answered 507 XMinioStorageFull: too few drives had room for the write",
+            static_cast<double>(snap.counters[storage_full_.index].value));
   for (int op = 0; op < kOps; ++op) {
     const std::string name(OpName(static_cast<Op>(op)));
     for (int c = 0; c < kClasses; ++c) {

@@ -29,6 +29,7 @@ class S3Metrics {
   CounterId bytes_in_[kOps];
   CounterId bytes_out_[kOps];
   HistogramId latency_[kOps];
+  CounterId storage_full_;  // answers 507 (XMinioStorageFull)
 };
 
 }  // namespace openlake::s3

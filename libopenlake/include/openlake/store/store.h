@@ -56,22 +56,23 @@ namespace openlake::store {
 
 enum class ErrorKind {
   kNone = 0,
-  kNoSuchBucket,         // NotFound
-  kNoSuchKey,            // NotFound
-  kNoSuchUpload,         // NotFound
-  kBucketExists,         // AlreadyExists
-  kBucketNotEmpty,       // FailedPrecondition
-  kInvalidBucketName,    // InvalidArgument
-  kInvalidObjectName,    // InvalidArgument (".." segments, NUL, absolute, too long, ...)
-  kInvalidPart,          // InvalidArgument: a listed part is missing or its ETag differs
-  kInvalidPartOrder,     // InvalidArgument: part numbers not ascending
-  kEntityTooSmall,       // InvalidArgument: a part other than the last below the minimum
-  kEntityTooLarge,       // InvalidArgument
-  kInvalidRange,         // OutOfRange: no byte of the range exists
-  kPreconditionFailed,   // FailedPrecondition: If-Match / If-Unmodified-Since
-  kNotModified,          // FailedPrecondition: If-None-Match / If-Modified-Since
-  kInsufficientDrives,   // Unavailable: fewer drives answered than the quorum needs
-  kCorrupt,              // DataLoss: too few intact shards to rebuild the bytes
+  kNoSuchBucket,        // NotFound
+  kNoSuchKey,           // NotFound
+  kNoSuchUpload,        // NotFound
+  kBucketExists,        // AlreadyExists
+  kBucketNotEmpty,      // FailedPrecondition
+  kInvalidBucketName,   // InvalidArgument
+  kInvalidObjectName,   // InvalidArgument (".." segments, NUL, absolute, too long, ...)
+  kInvalidPart,         // InvalidArgument: a listed part is missing or its ETag differs
+  kInvalidPartOrder,    // InvalidArgument: part numbers not ascending
+  kEntityTooSmall,      // InvalidArgument: a part other than the last below the minimum
+  kEntityTooLarge,      // InvalidArgument
+  kInvalidRange,        // OutOfRange: no byte of the range exists
+  kPreconditionFailed,  // FailedPrecondition: If-Match / If-Unmodified-Since
+  kNotModified,         // FailedPrecondition: If-None-Match / If-Modified-Since
+  kInsufficientDrives,  // Unavailable: fewer drives answered than the quorum needs
+  kCorrupt,             // DataLoss: too few intact shards to rebuild the bytes
+  kStorageFull,         // ResourceExhausted: too few drives had room for a write
 };
 
 // The kind attached to `s` (kNone for OK or a status the engine did not make).
@@ -402,7 +403,9 @@ class OL_EXPORT Store {
   // Checks that every online drive still has its folder and identity (format.json). One whose
   // folder was removed or emptied while the engine ran gets them back in place, as the
   // replacement of itself, so that a Heal("", "") rebuilds its buckets and shards. Returns how
-  // many drives it restored. Blocking (a few stat calls per drive); not from a reactor.
+  // many drives it restored. A drive taken offline for errors while running is probed (its
+  // identity is there and it takes a write) and brought back when it works again, counted
+  // too. Blocking (a few stat calls per drive); not from a reactor.
   virtual absl::StatusOr<int> RestoreDrives() = 0;
 };
 
