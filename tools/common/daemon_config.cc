@@ -22,6 +22,12 @@
 namespace openlake::tools {
 namespace {
 
+// Shortest secrets accepted (rpc_secret, admin_token, S3 secret keys) and S3 access keys, as
+// MinIO requires; checked by the parser (with the line) and again by ValidateImpl (for values
+// from the environment).
+constexpr size_t kMinSecretChars = 8;
+constexpr size_t kMinAccessKeyChars = 3;
+
 // Reads typed values out of one TOML table, turning every problem into an InvalidArgument that
 // names the source, the line and the key. Keys never asked for are reported as unknown.
 class TableReader {
@@ -118,31 +124,20 @@ class TableReader {
     return absl::OkStatus();
   }
 
-  absl::Status IntList(std::string_view key, std::vector<int>* out) {
+  // An array of integers in lo..hi: "must be an array of <array_what>" when it is not an array,
+  // "must be an array of <item_what> (lo..hi)" for an element that does not fit.
+  template <typename T>
+  absl::Status IntList(std::string_view key, std::vector<T>* out, int64_t lo, int64_t hi,
+                       std::string_view array_what, std::string_view item_what) {
     const toml::node* n = Find(key);
     if (!n) return absl::OkStatus();
-    if (!n->is_array()) return Error(n, key, "must be an array of integers");
+    if (!n->is_array()) return Error(n, key, StrCat("must be an array of ", array_what));
     out->clear();
     for (const toml::node& e : *n->as_array()) {
-      if (!e.is_integer() || e.as_integer()->get() < 0 || e.as_integer()->get() > 4095) {
-        return Error(&e, key, "must be an array of CPU numbers (0..4095)");
+      if (!e.is_integer() || e.as_integer()->get() < lo || e.as_integer()->get() > hi) {
+        return Error(&e, key, StrCat("must be an array of ", item_what, " (", lo, "..", hi, ")"));
       }
-      out->push_back(static_cast<int>(e.as_integer()->get()));
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status UidList(std::string_view key, std::vector<uint32_t>* out) {
-    const toml::node* n = Find(key);
-    if (!n) return absl::OkStatus();
-    if (!n->is_array()) return Error(n, key, "must be an array of user ids");
-    out->clear();
-    for (const toml::node& e : *n->as_array()) {
-      if (!e.is_integer() || e.as_integer()->get() < 0 ||
-          e.as_integer()->get() >= int64_t{UINT32_MAX}) {
-        return Error(&e, key, "must be an array of user ids (0..4294967294)");
-      }
-      out->push_back(static_cast<uint32_t>(e.as_integer()->get()));
+      out->push_back(static_cast<T>(e.as_integer()->get()));
     }
     return absl::OkStatus();
   }
@@ -293,12 +288,8 @@ absl::Status ParseTop(const toml::table& root, std::string_view source, Config* 
     for (const toml::node& n : *creds) {
       TableReader c(*n.as_table(), source, "credentials.");
       s3::Credential cred;
-      // As MinIO: access keys of 3 characters or more, secret keys of 8 or more.
-      OL_RETURN_IF_ERROR(c.Secret("access_key", &cred.access_key, 3, true));
-      OL_RETURN_IF_ERROR(c.Secret("secret_key", &cred.secret_key, 8, true));
-      if (cred.access_key.empty() || cred.secret_key.empty()) {
-        return c.Error(&n, "access_key", "and secret_key must not be empty");
-      }
+      OL_RETURN_IF_ERROR(c.Secret("access_key", &cred.access_key, kMinAccessKeyChars, true));
+      OL_RETURN_IF_ERROR(c.Secret("secret_key", &cred.secret_key, kMinSecretChars, true));
       c.WarnUnknown();
       cfg->credentials.push_back(std::move(cred));
     }
@@ -367,13 +358,14 @@ absl::Status ParseTop(const toml::table& root, std::string_view source, Config* 
   // Upstream's buffer pool knobs: accepted, our allocator sizes itself.
   r.Find("memory_pool");
 
-  OL_RETURN_IF_ERROR(r.Secret("rpc_secret", &cfg->rpc_secret, 8));
-  OL_RETURN_IF_ERROR(r.UidList("rpc_allowed_uids", &cfg->rpc_allowed_uids));
+  OL_RETURN_IF_ERROR(r.Secret("rpc_secret", &cfg->rpc_secret, kMinSecretChars));
+  OL_RETURN_IF_ERROR(r.IntList("rpc_allowed_uids", &cfg->rpc_allowed_uids, 0,
+                               int64_t{UINT32_MAX} - 1, "user ids", "user ids"));
   OL_RETURN_IF_ERROR(r.String("kv_socket", &cfg->kv_socket));
   OL_RETURN_IF_ERROR(r.Int("heal_interval_secs", &cfg->heal_interval_secs, 1, 86400));
   OL_RETURN_IF_ERROR(r.String("admin_addr", &cfg->admin_addr));
-  OL_RETURN_IF_ERROR(r.Secret("admin_token", &cfg->admin_token, 8));
-  OL_RETURN_IF_ERROR(r.IntList("cores", &cfg->cores));
+  OL_RETURN_IF_ERROR(r.Secret("admin_token", &cfg->admin_token, kMinSecretChars));
+  OL_RETURN_IF_ERROR(r.IntList("cores", &cfg->cores, 0, 4095, "integers", "CPU numbers"));
   for (const char* key : {"set_drive_count", "replication"}) {
     const toml::node* n = root.get(key);
     // One node's drives only: with [[nodes]] a set may span the nodes.
@@ -418,19 +410,20 @@ absl::Status ValidateImpl(const Config& cfg) {
                  " must be at most half of set_drive_count ", cfg.set_drive_count));
     }
   }
-  // The parser says the same with the line; this catches values from the environment.
   for (const auto& [what, value] :
        {std::pair<const char*, const std::string*>{"rpc_secret", &cfg.rpc_secret},
         {"admin_token", &cfg.admin_token}}) {
-    if (!value->empty() && value->size() < 8) {
-      return absl::InvalidArgumentError(
-          StrCat(src, ": ", what, " must be at least 8 characters (got ", value->size(), ")"));
+    if (!value->empty() && value->size() < kMinSecretChars) {
+      return absl::InvalidArgumentError(StrCat(src, ": ", what, " must be at least ",
+                                               kMinSecretChars, " characters (got ",
+                                               value->size(), ")"));
     }
   }
   for (const s3::Credential& c : cfg.credentials) {
-    if (c.access_key.size() < 3 || c.secret_key.size() < 8) {
+    if (c.access_key.size() < kMinAccessKeyChars || c.secret_key.size() < kMinSecretChars) {
       return absl::InvalidArgumentError(
-          StrCat(src, ": S3 access keys need at least 3 characters and secret keys at least 8"));
+          StrCat(src, ": S3 access keys need at least ", kMinAccessKeyChars,
+                 " characters and secret keys at least ", kMinSecretChars));
     }
   }
   absl::flat_hash_set<std::string> dirs;
