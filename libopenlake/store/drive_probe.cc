@@ -62,6 +62,14 @@ std::string FormatJson(const pb::DriveFormat& f) {
   return out;
 }
 
+bool ParseDriveFormat(std::string_view json, pb::DriveFormat* out) {
+  google::protobuf::util::JsonParseOptions jo;
+  jo.ignore_unknown_fields = true;
+  out->Clear();
+  return google::protobuf::util::JsonStringToMessage(json, out, jo).ok() &&
+         out->format() == "openlake" && out->version() == 1 && !out->deployment_id().empty();
+}
+
 DriveProbe ProbeDrive(const std::string& path, const FileBackendFactory& factory) {
   DriveProbe p;
   p.path = path;
@@ -79,11 +87,7 @@ DriveProbe ProbeDrive(const std::string& path, const FileBackendFactory& factory
   p.fs = factory ? factory(path) : NewLocalFileBackend(path);
   absl::StatusOr<std::string> bytes = ReadFormatFile(*p.fs, path);
   if (bytes.ok()) {
-    google::protobuf::util::JsonParseOptions jo;
-    jo.ignore_unknown_fields = true;
-    if (google::protobuf::util::JsonStringToMessage(*bytes, &p.format, jo).ok() &&
-        p.format.format() == "openlake" && p.format.version() == 1 &&
-        !p.format.deployment_id().empty()) {
+    if (ParseDriveFormat(*bytes, &p.format)) {
       p.state = DriveState::kOk;
     } else {
       p.state = DriveState::kCorruptFormat;

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "store/store.pb.h"
 
@@ -27,6 +28,10 @@ struct DriveProbe {
 // Probes `path` through a backend from `factory` (the store's fault seam; InspectDrive uses the
 // local one).
 DriveProbe ProbeDrive(const std::string& path, const FileBackendFactory& factory);
+
+// Reads format.json's bytes into `out`: false unless they are an OpenLake drive identity
+// (protobuf JSON, format "openlake", version 1, a deployment id). Unknown fields are ignored.
+bool ParseDriveFormat(std::string_view json, pb::DriveFormat* out);
 
 // A drive's identity as format.json holds it (always every field, protobuf JSON names).
 std::string FormatJson(const pb::DriveFormat& f);

@@ -5,6 +5,7 @@
 
 #include "absl/random/random.h"
 
+#include "store/engine.h"
 #include "store/errors.h"
 
 #include "openlake/checksum.h"
@@ -67,6 +68,44 @@ absl::Status DecodeRecord(RecordType type, std::string_view in,
   if (want != got) return absl::DataLossError("metadata checksum mismatch");
   if (!msg->ParseFromArray(in.data() + kEnvelopeHeader, static_cast<int>(len))) {
     return absl::DataLossError("metadata body does not parse");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckVersion(const pb::ObjectVersion& v, int set_drives) {
+  if (v.deleted()) return absl::OkStatus();
+  const uint64_t n = static_cast<uint64_t>(set_drives);
+  const uint64_t k = v.data_shards();
+  if (k == 0 || k + v.parity_shards() != n) {
+    return absl::DataLossError(
+        StrCat("metadata: ", k, "+", v.parity_shards(), " shards in a set of ", n, " drives"));
+  }
+  if (v.block_size() == 0) return absl::DataLossError("metadata: block size 0");
+  if (v.shard_index() >= n || v.rotation() >= n) {
+    return absl::DataLossError(StrCat("metadata: shard ", v.shard_index(), " at rotation ",
+                                      v.rotation(), " in a set of ", n));
+  }
+  if (v.inline_data()) return absl::OkStatus();
+  uint64_t total = 0;
+  for (const pb::Part& p : v.parts()) {
+    if (p.size() > v.size() - total) {
+      return absl::DataLossError(
+          StrCat("metadata: parts hold more than the object's ", v.size(), " bytes"));
+    }
+    total += p.size();
+    if (static_cast<uint64_t>(p.block_crc_size()) !=
+        BlockCount(p.size(), v.data_shards(), v.block_size())) {
+      return absl::DataLossError(StrCat("metadata: part ", p.number(), " has ", p.block_crc_size(),
+                                        " block checksums for ", p.size(), " bytes"));
+    }
+    if (p.file().empty() || p.file() == "." || p.file() == ".." ||
+        p.file().find('/') != std::string::npos) {
+      return absl::DataLossError(StrCat("metadata: part ", p.number(), " names no plain file"));
+    }
+  }
+  if (total != v.size()) {
+    return absl::DataLossError(
+        StrCat("metadata: parts hold ", total, " of the object's ", v.size(), " bytes"));
   }
   return absl::OkStatus();
 }

@@ -34,6 +34,13 @@ std::string EncodeRecord(RecordType type, const google::protobuf::MessageLite& m
 absl::Status DecodeRecord(RecordType type, std::string_view bytes,
                           google::protobuf::MessageLite* msg);
 
+// Checks that a version read from a drive is whole and consistent before the engine believes
+// it (a record's checksum proves only that it was written whole, not that the writer was
+// ours): k + m equals the set's `set_drives`, shard index and rotation lie in the set, and a
+// version kept in shard files has parts whose sizes add up to the object's, one checksum per
+// shard block and a plain file name (no path). DataLoss names the first field that is wrong.
+absl::Status CheckVersion(const pb::ObjectVersion& v, int set_drives);
+
 // 16 random bytes.
 std::string NewVersionId();
 

@@ -32,6 +32,9 @@ io::Task<MetaRead> Engine::ReadMetaOn(int set, int pos, std::string bucket, std:
   if (s.ok() && (out.meta.bucket() != bucket || out.meta.key() != key)) {
     s = absl::DataLossError("metadata names another object");
   }
+  for (int i = 0; s.ok() && i < out.meta.versions_size(); ++i) {
+    s = CheckVersion(out.meta.versions(i), n_);
+  }
   if (!s.ok()) {
     CountDriveError(set, pos);
     OL_LOG_EVERY_N_SEC(kWarning, 10) << "store: " << f->root() << "/" << MetaPath(bucket, key)

@@ -125,6 +125,75 @@ TEST_CASE("metadata records round-trip and every damage is detected", "[store][m
   CHECK(absl::IsDataLoss(DecodeRecord(RecordType::kBucketMeta, rec, &bm)));
 }
 
+TEST_CASE("a version whose fields do not add up is refused before it is believed",
+          "[store][meta]") {
+  // A sharded 2+2 version of 200 KiB in one part: 64 KiB blocks, so two windows of 128 KiB.
+  pb::ObjectVersion good;
+  good.set_version_id(NewVersionId());
+  good.set_size(200 << 10);
+  good.set_data_shards(2);
+  good.set_parity_shards(2);
+  good.set_block_size(64 << 10);
+  good.set_shard_index(3);
+  good.set_rotation(1);
+  pb::Part* p = good.add_parts();
+  p->set_number(1);
+  p->set_size(200 << 10);
+  p->add_block_crc(1);
+  p->add_block_crc(2);
+  p->set_file("part.1");
+  REQUIRE(CheckVersion(good, 4).ok());
+  CHECK(absl::IsDataLoss(CheckVersion(good, 6)));  // k + m is not the set's size
+
+  struct Damage {
+    const char* what;
+    void (*apply)(pb::ObjectVersion*);
+  };
+  const Damage damages[] = {
+      {"no parts (the reader once indexed past them)",
+       [](pb::ObjectVersion* v) { v->clear_parts(); }},
+      {"no data shards", [](pb::ObjectVersion* v) { v->set_data_shards(0); }},
+      {"block size 0", [](pb::ObjectVersion* v) { v->set_block_size(0); }},
+      {"shard index beyond the set", [](pb::ObjectVersion* v) { v->set_shard_index(4); }},
+      {"rotation beyond the set", [](pb::ObjectVersion* v) { v->set_rotation(7); }},
+      {"parts larger than the object", [](pb::ObjectVersion* v) { v->set_size(100); }},
+      {"parts smaller than the object", [](pb::ObjectVersion* v) { v->set_size(v->size() + 1); }},
+      {"a block checksum missing",
+       [](pb::ObjectVersion* v) { v->mutable_parts(0)->mutable_block_crc()->RemoveLast(); }},
+      {"a file name with a path",
+       [](pb::ObjectVersion* v) { v->mutable_parts(0)->set_file("../../etc/passwd"); }},
+      {"no file name", [](pb::ObjectVersion* v) { v->mutable_parts(0)->clear_file(); }},
+  };
+  for (const Damage& d : damages) {
+    INFO(d.what);
+    pb::ObjectVersion bad = good;
+    d.apply(&bad);
+    CHECK(absl::IsDataLoss(CheckVersion(bad, 4)));
+  }
+  // Tombstones and inline versions carry no part files to check.
+  pb::ObjectVersion tomb;
+  tomb.set_deleted(true);
+  CHECK(CheckVersion(tomb, 4).ok());
+  pb::ObjectVersion small = good;
+  small.clear_parts();
+  small.set_inline_data(true);
+  CHECK(CheckVersion(small, 4).ok());
+}
+
+TEST_CASE("content type and user metadata may hold bytes that are not UTF-8", "[store][meta]") {
+  pb::ObjectMeta m;
+  m.set_bucket("bkt");
+  m.set_key("k");
+  pb::ObjectVersion* v = m.add_versions();
+  v->set_content_type("text/plain; charset=caf\xe9");
+  (*v->mutable_user_meta())["name"] = "r\xe9sum\xe9";
+  pb::ObjectMeta back;
+  REQUIRE(
+      DecodeRecord(RecordType::kObjectMeta, EncodeRecord(RecordType::kObjectMeta, m), &back).ok());
+  CHECK(back.versions(0).content_type() == "text/plain; charset=caf\xe9");
+  CHECK(back.versions(0).user_meta().at("name") == "r\xe9sum\xe9");
+}
+
 TEST_CASE("placement is stable, keyed and spread", "[store][placement]") {
   SipKey zero{};
   // SipHash-2-4 reference vector (the paper's key 00..0f over the empty message).
