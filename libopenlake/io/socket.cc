@@ -5,6 +5,8 @@
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -171,9 +173,21 @@ absl::StatusOr<int> Listen(const SocketAddress& addr, const ListenOptions& optio
         return absl::AlreadyExistsError(
             StrCat(path, " exists and is not a socket; refusing to replace it"));
       }
-      // A socket file: live if something accepts on it, stale otherwise.
+      // A socket file: live if something accepts on it, stale otherwise. A listener whose
+      // process has died can still take connections for a moment: io_uring tears a dead
+      // process's ring down later, in a kernel worker, and a pending accept keeps the socket
+      // open until then. So a daemon killed -9 and started again at once would find its own
+      // old socket "live"; the listener's creator (SO_PEERCRED) being gone says it is not.
       const int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      const bool live = probe >= 0 && connect(probe, addr.sockaddr_ptr(), addr.length()) == 0;
+      bool live = probe >= 0 && connect(probe, addr.sockaddr_ptr(), addr.length()) == 0;
+      if (live) {
+        ucred cred{};
+        socklen_t len = sizeof(cred);
+        if (getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0 &&
+            kill(cred.pid, 0) != 0 && errno == ESRCH) {
+          live = false;
+        }
+      }
       if (probe >= 0) close(probe);
       if (live) {
         close(fd);

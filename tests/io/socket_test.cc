@@ -1,6 +1,8 @@
 #include "openlake/io/socket.h"
 
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -125,6 +127,48 @@ TEST_CASE("unix sockets are owner-only; stale ones are replaced, live ones kept"
   std::string s;
   in >> s;
   CHECK(s == "precious");
+}
+
+TEST_CASE(
+    "a unix socket whose listener's process is gone is replaced even while it still "
+    "accepts",
+    "[io][socket]") {
+  // What a daemon killed -9 leaves for a moment: its listening socket still open (io_uring
+  // closes a dead process's ring later, in a kernel worker) though the process is gone. Here a
+  // child listens and exits while a grandchild keeps the socket open without ever accepting.
+  TempDir dir;
+  const std::string path = dir.File("s.sock");
+  auto addr = SocketAddress::Parse("unix:" + path);
+  REQUIRE(addr.ok());
+  int pipefd[2];
+  REQUIRE(pipe(pipefd) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    auto fd = openlake::io::Listen(*addr, {});
+    if (!fd.ok()) _exit(1);
+    const pid_t holder = fork();
+    if (holder == 0) {
+      pause();  // holds the listening socket until killed
+      _exit(0);
+    }
+    (void)!write(pipefd[1], &holder, sizeof(holder));
+    _exit(0);
+  }
+  pid_t holder = -1;
+  REQUIRE(read(pipefd[0], &holder, sizeof(holder)) == sizeof(holder));
+  close(pipefd[0]);
+  close(pipefd[1]);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+
+  auto taken = openlake::io::Listen(*addr, {});
+  CHECK(taken.ok());
+  if (taken.ok()) close(*taken);
+  kill(holder, SIGKILL);
+  waitpid(holder, &status, 0);
 }
 
 TEST_CASE("blocking transfers: whole sends, partial receives, deadlines, descriptors",
