@@ -10,4 +10,4 @@ test:
 	@tools/scripts/test.sh
 
 clean:
-	rm -rf build build-asan build-clang
+	rm -rf build build-asan build-clang build-fuzz build-tsan build-bench
