@@ -454,6 +454,23 @@ def faults(args, daemon, kv, counters, stop):
 STORE = Store()
 
 
+def watch(args, t_start, daemon, kv, fault_thread, stop) -> int:
+    """Until the time is up: restarts a daemon that died by itself (counted, returned) and a
+    KV client that ended; raises when the fault thread has stopped."""
+    crashed = 0
+    while time.monotonic() - t_start < args.seconds:
+        time.sleep(1)
+        if daemon.died_unexpectedly():
+            crashed += 1
+            print(f"soak: openlaked died by itself (status {daemon.proc.returncode})", flush=True)
+            daemon.start()
+        if not fault_thread.is_alive():
+            raise RuntimeError("the fault thread stopped (its error is above): no valid soak")
+        if not kv.running() and not stop.is_set() and daemon.ready():
+            kv.start()  # a client that stopped (its daemon restarted under it) starts anew
+    return crashed
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=int, default=1800)
@@ -479,17 +496,14 @@ def main():
     fault_thread = threading.Thread(target=faults, args=(args, daemon, kv, counters, stop))
     for t in threads + [fault_thread]:
         t.start()
-    crashed = 0
-    while time.monotonic() - t_start < args.seconds:
-        time.sleep(1)
-        if daemon.died_unexpectedly():
-            crashed += 1
-            print(f"soak: openlaked died by itself (status {daemon.proc.returncode})", flush=True)
-            daemon.start()
-        if not fault_thread.is_alive():
-            raise RuntimeError("the fault thread stopped (its error is above): no valid soak")
-        if not kv.running() and not stop.is_set() and daemon.ready():
-            kv.start()  # a client that stopped (its daemon restarted under it) starts anew
+    try:
+        crashed = watch(args, t_start, daemon, kv, fault_thread, stop)
+    except BaseException:
+        stop.set()  # the load threads end, and the daemon and the KV client with them
+        kv.kill()
+        if daemon.proc is not None and daemon.proc.poll() is None:
+            daemon.kill9()
+        raise
     stop.set()
     fault_thread.join()
     for t in threads:

@@ -474,7 +474,10 @@ std::string SignV4(const SigV4SignInput& in) {
 
 std::string ChunkSignature(const SigV4Result& auth, std::string_view previous_signature,
                            std::string_view chunk_sha256_hex) {
-  static const std::string kEmpty = Sha256Hex("");
+  // SHA-256 of no bytes. A literal, not a static std::string: one of those is destroyed at exit
+  // while a reactor thread may still sign (ThreadSanitizer showed it).
+  constexpr std::string_view kEmpty =
+      "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
   std::string sts = "AWS4-HMAC-SHA256-PAYLOAD\n";
   sts.append(auth.amz_date).append("\n").append(auth.scope).append("\n");
   sts.append(previous_signature).append("\n").append(kEmpty).append("\n").append(chunk_sha256_hex);
