@@ -224,9 +224,16 @@ void Acceptor::OnAccept(Listener* l, int32_t res, uint32_t flags) {
   if ((flags & kCqeMore) == 0) {
     l->armed = false;
     if (l->closed && l->fd >= 0) {  // the last accept is back: the socket can go
+      if (res >= 0) {
+        state_->refused.fetch_add(1, std::memory_order_relaxed);
+        close(res);
+      }
       close(l->fd);
       l->fd = -1;
+      // The last touch: once listening() reads false the acceptor may be destroyed, from any
+      // thread (ThreadSanitizer caught this function still reading it after the decrement).
       state_->listening.fetch_sub(1, std::memory_order_acq_rel);
+      return;
     }
   }
   if (res == -EINVAL && l->multishot && !l->closed) {
