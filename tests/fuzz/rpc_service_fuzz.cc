@@ -158,9 +158,7 @@ class Session {
             keys.push_back(Key(in.Byte()));
           }
           if (in.Byte() & 1) r.add_depths(1);
-          uint32_t len = 0;
-          if (!keys.empty()) (void)wire::PackKeys(keys.data(), keys.size(), r.mutable_keys(), &len);
-          r.set_key_len(len);
+          r.set_key_len(Pack(keys, r.mutable_keys()));
           method = wire::kCommit;
           r.SerializeToString(&payload);
           break;
@@ -173,9 +171,7 @@ class Session {
           std::vector<kv::BlockKey> keys;
           const size_t n = in.Byte() % 9;
           for (size_t i = 0; i < n; ++i) keys.push_back(Key(in.Byte()));
-          uint32_t len = 0;
-          if (!keys.empty()) (void)wire::PackKeys(keys.data(), keys.size(), r.mutable_keys(), &len);
-          r.set_key_len(len);
+          r.set_key_len(Pack(keys, r.mutable_keys()));
           method = op == 4 ? wire::kLookup : op == 6 ? wire::kExists : wire::kRemove;
           r.SerializeToString(&payload);
           break;
@@ -236,6 +232,13 @@ class Session {
   }
 
  private:
+  // Packs `keys` into a request's key field; the key_len to send with it.
+  static uint32_t Pack(const std::vector<kv::BlockKey>& keys, std::string* field) {
+    uint32_t len = 0;
+    if (!keys.empty()) (void)wire::PackKeys(keys.data(), keys.size(), field, &len);
+    return len;
+  }
+
   static kv::BlockKey Key(uint8_t b) {
     uint8_t bytes[16] = {};
     bytes[0] = b % 16;  // few distinct keys, so that lookups hit
