@@ -239,6 +239,7 @@ absl::StatusOr<Pins> Client::Lookup(const Namespace& ns, absl::Span<const BlockK
   }
   Pins out;
   out.batch = resp.pin_batch();
+  out.from_disk = resp.from_disk();
   out.hits.resize(static_cast<size_t>(n));
   const uint64_t* slots = resp.slots().data();
   const uint64_t* offsets = resp.offsets().data();

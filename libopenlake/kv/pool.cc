@@ -282,14 +282,16 @@ bool Pool::EvictOne(int32_t cls) {
     const SlotMeta& m = s.slots[idx];
     if (m.state != State::kCommitted || m.pins != 0) continue;
     ++found;
+    // Oldest first; among equally old, one the disk holds (nothing is lost), then the deepest.
     if (best == nullptr || m.stamp < best->stamp ||
-        (m.stamp == best->stamp && m.depth > best->depth)) {
+        (m.stamp == best->stamp && (m.clean != best->clean ? m.clean : m.depth > best->depth))) {
       best = &m;
       victim = SlotId(seg, idx);
     }
   }
   if (victim == kNil) return false;
   ++counters_.evictions;
+  if (options_.spill && !Meta(victim)->clean) ++counters_.spill_drops;
   Unbind(victim);  // unpinned, so the slot is free now
   return true;
 }
@@ -307,6 +309,7 @@ bool Pool::ReclaimSegment(int32_t cls) {
   for (uint32_t i = 0; i < s.slot_count && s.cls >= 0; ++i) {
     if (s.slots[i].state == State::kCommitted) {
       ++counters_.evictions;
+      if (options_.spill && !s.slots[i].clean) ++counters_.spill_drops;
       Unbind(SlotId(seg, i));  // the last one releases the segment to free_segments_
     }
   }
@@ -338,6 +341,7 @@ void Pool::Unbind(uint64_t slot) {
   index_.erase(IndexKey{m->ns, m->key});
   if (auto it = namespaces_.find(m->ns); it != namespaces_.end()) --it->second.blocks;
   --counters_.committed_blocks;
+  if (options_.spill && !m->clean) --dirty_count_;
   Shm(slot)->state = layout::kSlotFree;
   if (m->pins > 0) {
     m->state = State::kOrphan;  // readers keep it until they release
@@ -351,6 +355,16 @@ void Pool::Touch(SlotMeta* m, uint64_t slot, int64_t stamp) {
   m->stamp = stamp;
   Segment& s = segments_[SegOf(slot)];
   if (stamp > s.stamp) s.stamp = stamp;
+}
+
+void Pool::Pin(uint64_t slot) {
+  SlotMeta* m = Meta(slot);
+  if (m->pins++ == 0) {
+    ++pinned_;
+    Segment& s = segments_[SegOf(slot)];
+    ++s.busy;
+    if (m->state == State::kCommitted) --classes_[s.cls].evictable;
+  }
 }
 
 void Pool::Unpin(uint64_t slot) {
@@ -405,7 +419,7 @@ absl::StatusOr<std::vector<SlotGrant>> Pool::Reserve(uint64_t session, NsRef ref
   }
   last_now_ns_ = now_ns;
   Session& sess = sessions_[session];
-  if (options_.max_reserved_bytes_per_session > 0) {
+  if (options_.max_reserved_bytes_per_session > 0 && session != kInternalSession) {
     const uint64_t cap = options_.max_reserved_bytes_per_session;
     const uint64_t room =
         sess.reserved_bytes < cap ? (cap - sess.reserved_bytes) / ns->ns.slot_bytes : 0;
@@ -466,6 +480,7 @@ absl::StatusOr<std::vector<SlotGrant>> Pool::Reserve(uint64_t session, NsRef ref
     m->session = session;
     m->deadline_ns = deadline;
     m->pins = 0;
+    m->clean = false;
     m->key = BlockKey();
     ++m->generation;
     SlotHeader* h = Shm(slot);
@@ -480,6 +495,53 @@ absl::StatusOr<std::vector<SlotGrant>> Pool::Reserve(uint64_t session, NsRef ref
     out.push_back(SlotGrant{slot, OffsetOf(slot), m->generation});
   }
   return out;
+}
+
+void Pool::Bind(uint64_t session, NamespaceState* ns, const CommitEntry& e, int64_t stamp,
+                bool clean) {
+  Session& sess = sessions_[session];
+  auto [it, inserted] = index_.try_emplace(IndexKey{ns->ns.id, e.key}, e.slot);
+  if (!inserted) {
+    const uint64_t old = it->second;
+    Unbind(old);  // erases the index entry: insert again
+    index_.emplace(IndexKey{ns->ns.id, e.key}, e.slot);
+  }
+  SlotMeta* m = Meta(e.slot);
+  m->state = State::kCommitted;
+  m->key = e.key;
+  m->checksum = e.checksum;
+  m->depth = e.depth;
+  m->session = 0;
+  m->clean = clean;
+  Touch(m, e.slot, stamp);
+  SlotHeader* h = Shm(e.slot);
+  h->checksum = e.checksum;
+  h->length = ns->ns.block_bytes;
+  h->namespace_id = ns->ns.id;
+  h->key_len = static_cast<uint8_t>(e.key.size());
+  std::memcpy(h->key, e.key.bytes().data(), e.key.size());
+  h->state = layout::kSlotCommitted;
+  sess.reservations.erase(e.slot);
+  --reserved_;
+  Segment& s = segments_[SegOf(e.slot)];
+  sess.reserved_bytes -= s.slot_bytes;
+  --s.busy;
+  ++classes_[s.cls].evictable;
+  ++ns->blocks;
+  ++counters_.committed_blocks;
+  if (options_.spill && !clean) {
+    ++dirty_count_;
+    dirty_.emplace_back(e.slot, m->generation);
+    // Entries of blocks since removed or overwritten leave only when the spiller passes them;
+    // when nobody spills for a while (spill off until shutdown), drop them here, amortised.
+    if (dirty_.size() > 4 * dirty_count_ + 4096) {
+      std::erase_if(dirty_, [this](const std::pair<uint64_t, uint64_t>& d) {
+        const SlotMeta* sm = Meta(d.first);
+        return sm == nullptr || sm->state != State::kCommitted || sm->generation != d.second ||
+               sm->clean;
+      });
+    }
+  }
 }
 
 absl::Status Pool::Commit(uint64_t session, NsRef ref, absl::Span<const CommitEntry> entries,
@@ -519,37 +581,9 @@ absl::Status Pool::Commit(uint64_t session, NsRef ref, absl::Span<const CommitEn
     }
   }
   last_now_ns_ = now_ns;
-  Session& sess = sessions_[session];
   const int64_t stamp = Stamp(now_ns);
   for (const CommitEntry& e : entries) {
-    auto [it, inserted] = index_.try_emplace(IndexKey{ns->ns.id, e.key}, e.slot);
-    if (!inserted) {
-      const uint64_t old = it->second;
-      Unbind(old);  // erases the index entry: insert again
-      index_.emplace(IndexKey{ns->ns.id, e.key}, e.slot);
-    }
-    SlotMeta* m = Meta(e.slot);
-    m->state = State::kCommitted;
-    m->key = e.key;
-    m->checksum = e.checksum;
-    m->depth = e.depth;
-    m->session = 0;
-    Touch(m, e.slot, stamp);
-    SlotHeader* h = Shm(e.slot);
-    h->checksum = e.checksum;
-    h->length = ns->ns.block_bytes;
-    h->namespace_id = ns->ns.id;
-    h->key_len = static_cast<uint8_t>(e.key.size());
-    std::memcpy(h->key, e.key.bytes().data(), e.key.size());
-    h->state = layout::kSlotCommitted;
-    sess.reservations.erase(e.slot);
-    --reserved_;
-    Segment& s = segments_[SegOf(e.slot)];
-    sess.reserved_bytes -= s.slot_bytes;
-    --s.busy;
-    ++classes_[s.cls].evictable;
-    ++ns->blocks;
-    ++counters_.committed_blocks;
+    Bind(session, ns, e, stamp, /*clean=*/false);
     ++counters_.commits;
     counters_.bytes_in += ns->ns.block_bytes;
   }
@@ -557,11 +591,13 @@ absl::Status Pool::Commit(uint64_t session, NsRef ref, absl::Span<const CommitEn
 }
 
 absl::StatusOr<Pins> Pool::Lookup(uint64_t session, NsRef ref, absl::Span<const BlockKey> keys,
-                                  int64_t now_ns) {
+                                  int64_t now_ns, bool count) {
   OL_ASSIGN_OR_RETURN(NamespaceState * ns, Check(ref));
   last_now_ns_ = now_ns;
-  ++counters_.lookups;
-  counters_.lookup_keys += keys.size();
+  if (count) {
+    ++counters_.lookups;
+    counters_.lookup_keys += keys.size();
+  }
   Pins out;
   out.hits.reserve(keys.size());
   const int64_t stamp = Stamp(now_ns);
@@ -579,19 +615,16 @@ absl::StatusOr<Pins> Pool::Lookup(uint64_t session, NsRef ref, absl::Span<const 
     if (it == index_.end()) break;
     const uint64_t slot = it->second;
     SlotMeta* m = Meta(slot);
-    if (m->pins++ == 0) {
-      ++pinned_;
-      Segment& s = segments_[SegOf(slot)];
-      ++s.busy;
-      --classes_[s.cls].evictable;
-    }
+    Pin(slot);
     Touch(m, slot, stamp);
     batch.slots.push_back(slot);
     out.hits.push_back(SlotHit{slot, OffsetOf(slot), m->generation, m->checksum});
   }
-  counters_.hits += out.hits.size();
-  counters_.misses += keys.size() - out.hits.size();
-  counters_.bytes_out += out.hits.size() * uint64_t{ns->ns.block_bytes};
+  if (count) {
+    counters_.hits += out.hits.size();
+    counters_.misses += keys.size() - out.hits.size();
+    counters_.bytes_out += out.hits.size() * uint64_t{ns->ns.block_bytes};
+  }
   if (!out.hits.empty()) {
     out.batch = next_pin_batch_++;
     sessions_[session].pins.emplace(out.batch, std::move(batch));
@@ -708,6 +741,115 @@ size_t Pool::ExpireLeases(int64_t now_ns) {
   return ended;
 }
 
+// ---- The disk tier's side ----------------------------------------------------------------------
+
+size_t Pool::TakeSpill(size_t max_blocks, uint64_t max_bytes, std::vector<SpillBlock>* out) {
+  size_t taken = 0;
+  uint64_t bytes = 0;
+  while (!dirty_.empty() && taken < max_blocks) {
+    const auto [slot, gen] = dirty_.front();
+    const SlotMeta* m = Meta(slot);
+    if (m == nullptr || m->state != State::kCommitted || m->generation != gen || m->clean ||
+        spill_pins_.contains(slot)) {
+      dirty_.pop_front();  // stale: removed, overwritten, cleaned or already being written
+      continue;
+    }
+    const uint64_t slot_bytes = segments_[SegOf(slot)].slot_bytes;
+    if (taken > 0 && bytes + slot_bytes > max_bytes) break;
+    dirty_.pop_front();
+    Pin(slot);
+    ++spill_pins_[slot];
+    const NamespaceState& ns = namespaces_.at(m->ns);
+    SpillBlock b;
+    b.slot = slot;
+    b.generation = gen;
+    b.offset = OffsetOf(slot);
+    b.slot_bytes = slot_bytes;
+    b.ns = m->ns;
+    b.block_bytes = ns.ns.block_bytes;
+    b.depth = m->depth;
+    b.checksum = m->checksum;
+    b.key = m->key;
+    out->push_back(b);
+    ++taken;
+    bytes += slot_bytes;
+  }
+  return taken;
+}
+
+bool Pool::SpillCurrent(uint64_t slot, uint64_t generation) const {
+  const SlotMeta* m = Meta(slot);
+  return m != nullptr && m->state == State::kCommitted && m->generation == generation;
+}
+
+void Pool::EndSpill(uint64_t slot, uint64_t generation, bool stored) {
+  auto it = spill_pins_.find(slot);
+  if (it == spill_pins_.end()) return;
+  if (--it->second == 0) spill_pins_.erase(it);
+  SlotMeta* m = Meta(slot);
+  if (m->state == State::kCommitted && m->generation == generation && !m->clean) {
+    if (stored) {
+      m->clean = true;
+      --dirty_count_;
+    } else {
+      dirty_.emplace_back(slot, generation);
+    }
+  }
+  Unpin(slot);
+}
+
+bool Pool::MarkClean(uint32_t ns, const BlockKey& key, uint64_t checksum) {
+  auto it = index_.find(IndexKey{ns, key});
+  if (it == index_.end()) return false;
+  SlotMeta* m = Meta(it->second);
+  if (m->checksum != checksum) return false;
+  if (!m->clean && options_.spill) --dirty_count_;
+  m->clean = true;
+  return true;
+}
+
+absl::StatusOr<uint32_t> Pool::Promote(uint64_t session, NsRef ref,
+                                       absl::Span<const CommitEntry> entries, int64_t now_ns) {
+  OL_ASSIGN_OR_RETURN(NamespaceState * ns, Check(ref));
+  last_now_ns_ = now_ns;
+  const int64_t stamp = Stamp(now_ns);
+  uint32_t bound = 0;
+  auto sit = sessions_.find(session);
+  for (const CommitEntry& e : entries) {
+    const SlotMeta* m = Meta(e.slot);
+    if (sit == sessions_.end() || m == nullptr || m->state != State::kReserved ||
+        m->session != session || !sit->second.reservations.contains(e.slot)) {
+      continue;  // its reservation lapsed meanwhile
+    }
+    if (index_.contains(IndexKey{ns->ns.id, e.key})) {
+      // A writer committed the key while it was read back: theirs stays.
+      sit->second.reservations.erase(e.slot);
+      EndReservation(sit->second, e.slot);
+      continue;
+    }
+    Bind(session, ns, e, stamp, /*clean=*/true);
+    ++bound;
+  }
+  return bound;
+}
+
+void Pool::CountTierHits(uint64_t n, uint32_t block_bytes) {
+  n = std::min(n, counters_.misses);
+  counters_.hits += n;
+  counters_.misses -= n;
+  counters_.bytes_out += n * block_bytes;
+}
+
+uint32_t Pool::OwnerOf(uint32_t id) const {
+  auto it = namespaces_.find(id);
+  return it == namespaces_.end() ? 0 : it->second.owner;
+}
+
+uint32_t Pool::BlockBytesOf(uint32_t id) const {
+  auto it = namespaces_.find(id);
+  return it == namespaces_.end() ? 0 : it->second.ns.block_bytes;
+}
+
 PoolStats Pool::Stats() const {
   PoolStats s = counters_;
   s.capacity_bytes = header_->total_bytes;
@@ -716,6 +858,7 @@ PoolStats Pool::Stats() const {
   s.segments_used = static_cast<uint32_t>(header_->segment_count - free_segments_.size());
   s.reserved_slots = reserved_;
   s.pinned_slots = pinned_;
+  s.dirty_blocks = dirty_count_;
   s.namespaces = namespaces_.size();
   s.sessions = sessions_.size();
   s.used_bytes = 0;
@@ -730,7 +873,7 @@ PoolStats Pool::Stats() const {
 }
 
 absl::Status Pool::CheckInvariants() const {
-  uint64_t committed = 0, reserved = 0, pinned = 0;
+  uint64_t committed = 0, reserved = 0, pinned = 0, dirty = 0;
   std::vector<uint64_t> evictable(classes_.size(), 0);
   size_t assigned = 0;
   for (uint32_t si = 0; si < segments_.size(); ++si) {
@@ -753,6 +896,7 @@ absl::Status Pool::CheckInvariants() const {
           break;
         case State::kCommitted: {
           ++committed;
+          if (options_.spill && !m.clean) ++dirty;
           auto it = index_.find(IndexKey{m.ns, m.key});
           if (it == index_.end() || it->second != id) {
             return absl::InternalError("committed slot missing from the index");
@@ -785,6 +929,7 @@ absl::Status Pool::CheckInvariants() const {
     return absl::InternalError("segments lost or duplicated");
   }
   if (committed != index_.size()) return absl::InternalError("index size != committed slots");
+  if (dirty != dirty_count_) return absl::InternalError("dirty block count off");
   if (reserved != reserved_ || pinned != pinned_) {
     return absl::InternalError("reserved or pinned counters off");
   }
@@ -812,6 +957,7 @@ absl::Status Pool::CheckInvariants() const {
       return absl::InternalError("a session's reserved bytes differ from its reservations");
     }
   }
+  for (const auto& [slot, n] : spill_pins_) pins[slot] += n;
   for (const auto& [slot, n] : pins) {
     if (Meta(slot)->pins != n) return absl::InternalError("pin counts differ from pin batches");
   }

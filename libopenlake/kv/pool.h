@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,7 @@
 #include "absl/types/span.h"
 
 #include "kv/layout.h"
+#include "kv/ns_key.h"
 
 #include "openlake/kv/types.h"
 
@@ -58,6 +60,23 @@ struct PoolOptions {
   uint64_t max_reserved_bytes_per_session = 0;
   // Owner of namespaces opened without one (Pool::OpenNamespace).
   uint32_t default_owner = 0;
+  // A disk tier holds copies of blocks (kv/disk_tier.h): committed blocks are queued for the
+  // spiller (TakeSpill), eviction prefers blocks the disk already holds, and a block evicted
+  // before the disk had it counts as a spill drop.
+  bool spill = false;
+};
+
+// A committed block handed to the spiller, pinned until EndSpill.
+struct SpillBlock {
+  uint64_t slot = 0;
+  uint64_t generation = 0;
+  uint64_t offset = 0;      // of its bytes in the slab
+  uint64_t slot_bytes = 0;  // the slot's size
+  uint32_t ns = 0;
+  uint32_t block_bytes = 0;
+  uint32_t depth = 0;
+  uint64_t checksum = 0;
+  BlockKey key;
 };
 
 // Who asks: a namespace belongs to the uid that created it; `admin` (the daemon's own user,
@@ -104,8 +123,14 @@ class Pool {
   absl::Status Commit(uint64_t session, NsRef ns, absl::Span<const CommitEntry> entries,
                       int64_t now_ns);
   // The longest run of leading keys present, pinned for this session as one pin batch.
+  // `count` false: a second pass of one client's Lookup (after blocks came back from disk),
+  // left out of the lookup counters.
   absl::StatusOr<Pins> Lookup(uint64_t session, NsRef ns, absl::Span<const BlockKey> keys,
-                              int64_t now_ns);
+                              int64_t now_ns, bool count = true);
+  // Whether (ns, key) is committed in the slab.
+  bool Contains(uint32_t ns, const BlockKey& key) const {
+    return index_.contains(IndexKey{ns, key});
+  }
   // Drops this session's pin batches and frees its reservations. Unknown ones are
   // InvalidArgument (after releasing the valid ones).
   absl::Status Release(uint64_t session, absl::Span<const uint64_t> pin_batches,
@@ -124,6 +149,33 @@ class Pool {
   // Returns how many segments it trimmed.
   size_t TrimFreeSegments(int64_t now_ns);
 
+  // ---- The disk tier's side (PoolOptions::spill). A committed block is dirty until the disk
+  // holds a copy of it (clean). TakeSpill hands out up to `max_blocks` dirty, committed blocks
+  // (at most `max_bytes` of slots), oldest commit first, each pinned so that it stays in place
+  // while it is written. SpillCurrent says whether such a block is still the one taken (not
+  // removed, reset or overwritten since); EndSpill unpins it, marking it clean when `stored`
+  // (else it is queued again).
+  size_t TakeSpill(size_t max_blocks, uint64_t max_bytes, std::vector<SpillBlock>* out);
+  bool SpillCurrent(uint64_t slot, uint64_t generation) const;
+  void EndSpill(uint64_t slot, uint64_t generation, bool stored);
+  // The committed block of (ns, key), when the disk holds an identical copy already (a commit
+  // of bytes the disk has): marks it clean. False when no such block is in the slab.
+  bool MarkClean(uint32_t ns, const BlockKey& key, uint64_t checksum);
+  // Blocks read back from disk: committed like Commit's, clean, except that a key present
+  // already is left alone (its reservation is freed). Returns how many were committed.
+  absl::StatusOr<uint32_t> Promote(uint64_t session, NsRef ns,
+                                   absl::Span<const CommitEntry> entries, int64_t now_ns);
+  // A Lookup answered partly from disk: `n` keys its first pass counted as misses were hits.
+  void CountTierHits(uint64_t n, uint32_t block_bytes);
+  uint64_t dirty_blocks() const { return dirty_count_; }
+  // The owner (uid) of namespace `id`, 0 when none.
+  uint32_t OwnerOf(uint32_t id) const;
+  // The namespace's block size, 0 when none.
+  uint32_t BlockBytesOf(uint32_t id) const;
+  // A session that belongs to the daemon itself (the disk tier's promotions): no reservation
+  // cap applies to it.
+  static constexpr uint64_t kInternalSession = ~uint64_t{0} - 1;
+
   PoolStats Stats() const;
   // Walks every structure and checks the invariants the docs state; Internal on a violation.
   absl::Status CheckInvariants() const;
@@ -134,31 +186,8 @@ class Pool {
  private:
   enum class State : uint8_t { kFree, kReserved, kCommitted, kOrphan };
 
-  struct IndexKey {
-    uint32_t ns;
-    BlockKey key;
-    friend bool operator==(const IndexKey& a, const IndexKey& b) {
-      return a.ns == b.ns && a.key == b.key;
-    }
-  };
-  // Keys are mostly hashes already; fold the four 8-byte words and the namespace, then mix
-  // (MurmurHash3's finaliser) so that non-random keys spread too. Several times cheaper than
-  // the generic string hash on the Lookup path.
-  struct IndexKeyHash {
-    size_t operator()(const IndexKey& k) const {
-      uint64_t w[4];
-      std::memcpy(w, k.key.padded(), sizeof(w));
-      uint64_t h = w[0] ^ Rotl(w[1], 17) ^ Rotl(w[2], 31) ^ Rotl(w[3], 47) ^
-                   (uint64_t{k.ns} << 32 | k.key.size());
-      h ^= h >> 33;
-      h *= 0xff51afd7ed558ccdULL;
-      h ^= h >> 33;
-      h *= 0xc4ceb9fe1a85ec53ULL;
-      h ^= h >> 33;
-      return static_cast<size_t>(h);
-    }
-    static uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-  };
+  using IndexKey = NsKey;
+  using IndexKeyHash = NsKeyHash;
 
   struct SlotMeta {
     State state = State::kFree;
@@ -170,6 +199,7 @@ class Pool {
     uint64_t generation = 0;
     uint64_t checksum = 0;
     int64_t stamp = 0;  // time of last commit/lookup, in 2^30 ns units
+    bool clean = false;  // the disk tier holds a copy
     BlockKey key;
   };
 
@@ -242,6 +272,9 @@ class Pool {
   void Unbind(uint64_t slot);  // committed → (free | orphan)
   void Unpin(uint64_t slot);
   void Touch(SlotMeta* m, uint64_t slot, int64_t stamp);
+  void Pin(uint64_t slot);
+  // Commits one validated entry (Commit and Promote).
+  void Bind(uint64_t session, NamespaceState* ns, const CommitEntry& e, int64_t stamp, bool clean);
   void EndPins(Session& sess, PinBatch& batch);
   // Frees a slot `sess` held reserved (release, expiry, close); the caller erases it from
   // sess.reservations.
@@ -268,6 +301,10 @@ class Pool {
   uint64_t reserved_ = 0;
   uint64_t pinned_ = 0;
   uint64_t scrub_state_;  // splitmix64 state, seeded at random
+  // Dirty committed blocks in commit order, as (slot, generation); stale entries are skipped.
+  std::deque<std::pair<uint64_t, uint64_t>> dirty_;
+  uint64_t dirty_count_ = 0;
+  absl::flat_hash_map<uint64_t, uint32_t> spill_pins_;  // slot → pins held by the spiller
   PoolStats counters_;
 };
 

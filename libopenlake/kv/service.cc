@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "kv/disk_tier.h"
 #include "kv/pool.h"
 #include "kv/slab.h"
 #include "kv/wire.h"
@@ -55,11 +56,13 @@ int64_t NowNs() {
 // per-core registry, which is built for concurrent readers).
 class KvService::Impl {
  public:
-  Impl(io::Reactor& r, std::unique_ptr<SlabMapping> slab, const KvServiceOptions& o)
+  Impl(io::Reactor& r, std::unique_ptr<SlabMapping> slab, const KvServiceOptions& o,
+       std::unique_ptr<DiskTier> tier)
       : reactor_(r),
         options_(o),
         slab_(std::move(slab)),
-        pool_(slab_->base(), PoolOptionsFor(o, slab_->size())),
+        pool_(slab_->base(), PoolOptionsFor(o, slab_->size(), tier != nullptr)),
+        tier_(std::move(tier)),
         metrics_(1) {
     const char* names[] = {"attach", "open_namespace", "reserve", "commit",
                            "lookup", "release",        "exists",  "reset",
@@ -69,10 +72,29 @@ class KvService::Impl {
                                                StrCat("Latency of KV ", n, " requests, µs")));
     }
     errors_ = metrics_.AddCounter("kv_request_errors_total", "KV requests answered with an error");
+    if (tier_) {
+      // What was on disk comes back under its namespaces, with their owners.
+      const auto& rec = tier_->recovered();
+      for (size_t i = 0; i < rec.size(); ++i) {
+        auto ns = pool_.OpenNamespace(rec[i].name, rec[i].fingerprint, rec[i].block_bytes,
+                                      Caller{rec[i].owner, false});
+        if (!ns.ok()) {
+          OL_LOG(kWarning) << "KV disk tier: blocks of namespace '" << rec[i].name
+                           << "' are dropped: " << ns.status().message();
+          continue;
+        }
+        tier_->BindRecovered(i, ns->id);
+      }
+      tier_->SetConfirm(
+          [this](const DiskTier::SpillItem& it) { return pool_.SpillCurrent(it.token, it.tag); });
+    }
   }
 
-  static PoolOptions PoolOptionsFor(const KvServiceOptions& o, uint64_t slab_bytes) {
+  DiskTier* tier() { return tier_.get(); }
+
+  static PoolOptions PoolOptionsFor(const KvServiceOptions& o, uint64_t slab_bytes, bool tier) {
     PoolOptions po;
+    po.spill = tier;
     po.lease_ns = absl::ToInt64Nanoseconds(o.lease);
     const uint32_t percent = std::clamp<uint32_t>(o.max_reserved_percent, 1, 100);
     po.max_reserved_bytes_per_session = percent == 100 ? 0 : slab_bytes / 100 * percent;
@@ -96,7 +118,10 @@ class KvService::Impl {
     OL_ASSIGN_OR_RETURN(server_, net::RpcServer::Create(reactor_, ro));
     Register();
     if (options_.extend) options_.extend(*server_);
-    server_->OnDisconnect([this](const net::ConnectionInfo& info) { pool_.CloseSession(info.id); });
+    server_->OnDisconnect([this](const net::ConnectionInfo& info) {
+      pool_.CloseSession(info.id);
+      if (auto it = promoting_.find(info.id); it != promoting_.end()) it->second.closed = true;
+    });
     if (!options_.unix_socket.empty()) {
       OL_RETURN_IF_ERROR(EnsureOwnerOnlyDir(options_.unix_socket));
       OL_ASSIGN_OR_RETURN(auto addr,
@@ -123,8 +148,49 @@ class KvService::Impl {
     if (stopped_) return;
     reactor_.CancelTimer(sweep_timer_);
     stopped_ = true;
-    if (server_) server_.reset();  // stops listeners and sessions
-    if (!unix_path_.empty()) unlink(unix_path_.c_str());
+    draining_ = false;
+    StopServing();
+  }
+
+  // Shutdown with a disk tier: stop serving, then write every dirty block.
+  void BeginDrain() {
+    StopServing();
+    draining_ = true;
+    drain_start_blocks_ = tier_ ? tier_->Stats().spilled_blocks : 0;
+    PumpSpill();
+  }
+  void EndDrain() { draining_ = false; }
+  // True once the slab holds nothing the disk lacks (or no path is left to take it).
+  bool Drained() const {
+    if (!tier_) return true;
+    return (pool_.dirty_blocks() == 0 || tier_->Stats().paths_online == 0) && tier_->busy() == 0;
+  }
+  bool Idle() const { return !tier_ || tier_->busy() == 0; }
+  uint64_t DrainedBlocks() const {
+    return tier_ ? tier_->Stats().spilled_blocks - drain_start_blocks_ : 0;
+  }
+
+  PoolStats Stats() const {
+    PoolStats st = pool_.Stats();
+    if (tier_) {
+      const DiskTierStats d = tier_->Stats();
+      st.disk_paths = d.paths;
+      st.disk_paths_online = d.paths_online;
+      st.disk_capacity_bytes = d.capacity_bytes;
+      st.disk_used_bytes = d.used_bytes;
+      st.disk_blocks = d.blocks;
+      st.disk_hits = disk_hits_;
+      st.spilled_blocks = d.spilled_blocks;
+      st.spilled_bytes = d.spilled_bytes;
+      st.promoted_blocks = promoted_blocks_;
+      st.promoted_bytes = promoted_bytes_;
+      st.disk_evictions = d.evictions;
+      st.disk_errors = d.io_errors;
+      st.disk_checksum_errors = d.checksum_errors;
+      st.recovered_blocks = d.recovered_blocks;
+      st.recovery_seconds = d.recovery_seconds;
+    }
+    return st;
   }
 
   Pool& pool() { return pool_; }
@@ -138,6 +204,10 @@ class KvService::Impl {
       const int64_t now = NowNs();
       pool_.ExpireLeases(now);
       pool_.TrimFreeSegments(now);
+      if (tier_) {
+        tier_->Tick();
+        PumpSpill();
+      }
       ScheduleSweep();
     });
   }
@@ -201,6 +271,10 @@ class KvService::Impl {
           OL_ASSIGN_OR_RETURN(Namespace ns,
                               pool_.OpenNamespace(req.name(), wire::FromWire(req.fingerprint()),
                                                   req.block_bytes(), CallerOf(call)));
+          if (tier_) {
+            tier_->BindNamespace(ns.id, ns.name, wire::FromWire(req.fingerprint()), ns.block_bytes,
+                                 pool_.OwnerOf(ns.id));
+          }
           wire::OpenNamespaceResponse resp;
           resp.set_id(ns.id);
           resp.set_digest(ns.digest);
@@ -263,34 +337,38 @@ class KvService::Impl {
           }
           OL_RETURN_IF_ERROR(pool_.MayWrite(Ref(req.ns()), CallerOf(call)));
           OL_RETURN_IF_ERROR(pool_.Commit(call.connection().id, Ref(req.ns()), entries, NowNs()));
+          if (tier_) {
+            // Bytes the disk holds already need not be written again; an older version there
+            // must not outlive the new one.
+            const uint32_t ns = req.ns().id();
+            for (const CommitEntry& e : entries) {
+              if (tier_->Holds(ns, e.key, e.checksum)) {
+                pool_.MarkClean(ns, e.key, e.checksum);
+              } else {
+                tier_->Drop(ns, e.key);
+              }
+            }
+            PumpSpill();
+          }
           return Reply(call, wire::CommitResponse());
         });
 
     Add<wire::LookupRequest>(
         wire::kLookup, [this](net::RpcCall& call, const wire::LookupRequest& req) {
           OL_ASSIGN_OR_RETURN(auto keys, wire::UnpackKeys(req.keys(), req.key_len()));
-          OL_ASSIGN_OR_RETURN(Pins pinned,
-                              pool_.Lookup(call.connection().id, Ref(req.ns()), keys, NowNs()));
-          const std::vector<SlotHit>& hits = pinned.hits;
-          wire::LookupResponse resp;
-          resp.set_pin_batch(pinned.batch);
-          const int n = static_cast<int>(hits.size());
-          // Sized once and filled in place: no per-element capacity checks.
-          resp.mutable_slots()->Resize(n, 0);
-          resp.mutable_offsets()->Resize(n, 0);
-          resp.mutable_generations()->Resize(n, 0);
-          resp.mutable_checksums()->Resize(n, 0);
-          uint64_t* slots = resp.mutable_slots()->mutable_data();
-          uint64_t* offsets = resp.mutable_offsets()->mutable_data();
-          uint64_t* generations = resp.mutable_generations()->mutable_data();
-          uint64_t* checksums = resp.mutable_checksums()->mutable_data();
-          for (int i = 0; i < n; ++i) {
-            slots[i] = hits[i].slot;
-            offsets[i] = hits[i].offset;
-            generations[i] = hits[i].generation;
-            checksums[i] = hits[i].checksum;
+          const NsRef ref = Ref(req.ns());
+          OL_ASSIGN_OR_RETURN(Pins pinned, pool_.Lookup(call.connection().id, ref, keys, NowNs()));
+          if (!tier_ || pinned.hits.size() == keys.size()) return ReplyLookup(call, pinned);
+          // The keys after the slab's prefix that the disk holds, up to the first in neither.
+          std::vector<uint32_t> wanted;
+          for (size_t i = pinned.hits.size(); i < keys.size() && wanted.size() < kMaxPromote; ++i) {
+            if (pool_.Contains(ref.id, keys[i])) continue;
+            if (!tier_->Contains(ref.id, keys[i])) break;
+            wanted.push_back(static_cast<uint32_t>(i));
           }
-          return Reply(call, resp);
+          if (wanted.empty()) return ReplyLookup(call, pinned);
+          Promote(std::move(call), ref, std::move(keys), std::move(pinned), std::move(wanted));
+          return absl::OkStatus();
         });
 
     Add<wire::ReleaseRequest>(
@@ -306,6 +384,15 @@ class KvService::Impl {
         wire::kExists, [this](net::RpcCall& call, const wire::ExistsRequest& req) {
           OL_ASSIGN_OR_RETURN(auto keys, wire::UnpackKeys(req.keys(), req.key_len()));
           OL_ASSIGN_OR_RETURN(auto r, pool_.Exists(Ref(req.ns()), keys));
+          if (tier_) {
+            r.prefix = 0;
+            bool prefix = true;
+            for (size_t i = 0; i < keys.size(); ++i) {
+              if (!r.present[i]) r.present[i] = tier_->Contains(req.ns().id(), keys[i]);
+              prefix = prefix && r.present[i];
+              if (prefix) ++r.prefix;
+            }
+          }
           wire::ExistsResponse resp;
           resp.set_prefix(r.prefix);
           std::string present(r.present.size(), '\0');
@@ -318,6 +405,19 @@ class KvService::Impl {
         wire::kRemove, [this](net::RpcCall& call, const wire::RemoveRequest& req) {
           OL_ASSIGN_OR_RETURN(auto keys, wire::UnpackKeys(req.keys(), req.key_len()));
           OL_RETURN_IF_ERROR(pool_.MayWrite(Ref(req.ns()), CallerOf(call)));
+          if (tier_) {
+            // A key on both tiers counts once: the slab's copy is dropped second.
+            uint32_t on_disk = 0;
+            for (const BlockKey& k : keys) {
+              if (!tier_->Contains(req.ns().id(), k)) continue;
+              if (!pool_.Contains(req.ns().id(), k)) ++on_disk;
+              tier_->Drop(req.ns().id(), k);
+            }
+            OL_ASSIGN_OR_RETURN(uint32_t in_ram, pool_.Remove(Ref(req.ns()), keys));
+            wire::RemoveResponse resp;
+            resp.set_removed(in_ram + on_disk);
+            return Reply(call, resp);
+          }
           OL_ASSIGN_OR_RETURN(uint32_t removed, pool_.Remove(Ref(req.ns()), keys));
           wire::RemoveResponse resp;
           resp.set_removed(removed);
@@ -328,22 +428,171 @@ class KvService::Impl {
                             [this](net::RpcCall& call, const wire::ResetRequest& req) {
                               OL_RETURN_IF_ERROR(pool_.MayWrite(Ref(req.ns()), CallerOf(call)));
                               OL_RETURN_IF_ERROR(pool_.Reset(Ref(req.ns())));
+                              if (tier_) tier_->Reset(req.ns().id());
                               return Reply(call, wire::ResetResponse());
                             });
 
     Add<wire::StatsRequest>(wire::kStats, [this](net::RpcCall& call, const wire::StatsRequest&) {
       wire::StatsResponse resp;
-      PoolStats st = pool_.Stats();
+      PoolStats st = Stats();
       st.sessions = server_->connection_count();
       wire::ToWire(st, &resp);
       return Reply(call, resp);
     });
   }
 
+  void StopServing() {
+    if (server_) server_.reset();  // stops listeners and sessions
+    if (!unix_path_.empty()) unlink(unix_path_.c_str());
+    unix_path_.clear();
+  }
+
+  static absl::Status ReplyLookup(net::RpcCall& call, const Pins& pinned) {
+    const std::vector<SlotHit>& hits = pinned.hits;
+    wire::LookupResponse resp;
+    resp.set_pin_batch(pinned.batch);
+    resp.set_from_disk(pinned.from_disk);
+    const int n = static_cast<int>(hits.size());
+    // Sized once and filled in place: no per-element capacity checks.
+    resp.mutable_slots()->Resize(n, 0);
+    resp.mutable_offsets()->Resize(n, 0);
+    resp.mutable_generations()->Resize(n, 0);
+    resp.mutable_checksums()->Resize(n, 0);
+    uint64_t* slots = resp.mutable_slots()->mutable_data();
+    uint64_t* offsets = resp.mutable_offsets()->mutable_data();
+    uint64_t* generations = resp.mutable_generations()->mutable_data();
+    uint64_t* checksums = resp.mutable_checksums()->mutable_data();
+    for (int i = 0; i < n; ++i) {
+      slots[i] = hits[i].slot;
+      offsets[i] = hits[i].offset;
+      generations[i] = hits[i].generation;
+      checksums[i] = hits[i].checksum;
+    }
+    return Reply(call, resp);
+  }
+
+  // Reads keys[wanted] back from disk into fresh slab slots, commits them (clean), then answers
+  // the Lookup as if they had been in the slab: one pin batch over the whole prefix.
+  void Promote(net::RpcCall call, NsRef ref, std::vector<BlockKey> keys, Pins first,
+               std::vector<uint32_t> wanted) {
+    const uint64_t session = call.connection().id;
+    auto grants = pool_.Reserve(Pool::kInternalSession, ref, static_cast<uint32_t>(wanted.size()),
+                                /*allow_partial=*/true, NowNs());
+    if (!grants.ok() || grants->empty()) {
+      (void)ReplyLookup(call, first);
+      return;
+    }
+    wanted.resize(grants->size());
+    const uint64_t room = layout::SlotBytesFor(pool_.BlockBytesOf(ref.id));
+    std::vector<DiskTier::ReadItem> items(wanted.size());
+    auto* base = static_cast<std::byte*>(slab_->base());
+    for (size_t j = 0; j < wanted.size(); ++j) {
+      items[j] = DiskTier::ReadItem{ref.id, keys[wanted[j]], base + (*grants)[j].offset, room};
+    }
+    ++promoting_[session].count;
+    tier_->Read(std::move(items), [this, call = std::move(call), ref, keys = std::move(keys),
+                                   first = std::move(first), wanted = std::move(wanted),
+                                   grants = *std::move(grants),
+                                   session](std::vector<DiskTier::ReadResult> res) mutable {
+      std::vector<CommitEntry> entries;
+      std::vector<uint64_t> unused;
+      for (size_t j = 0; j < res.size(); ++j) {
+        if (res[j].ok) {
+          entries.push_back(
+              CommitEntry{grants[j].slot, keys[wanted[j]], res[j].checksum, res[j].depth});
+        } else {
+          unused.push_back(grants[j].slot);
+        }
+      }
+      (void)pool_.Release(Pool::kInternalSession, {}, unused);
+      const int64_t now = NowNs();
+      absl::StatusOr<uint32_t> bound = pool_.Promote(Pool::kInternalSession, ref, entries, now);
+      if (!bound.ok()) {
+        // The namespace went away meanwhile: free what was read.
+        std::vector<uint64_t> slots;
+        for (const CommitEntry& e : entries) slots.push_back(e.slot);
+        (void)pool_.Release(Pool::kInternalSession, {}, slots);
+      } else {
+        promoted_blocks_ += *bound;
+        promoted_bytes_ += uint64_t{*bound} * pool_.BlockBytesOf(ref.id);
+      }
+      auto pit = promoting_.find(session);
+      const bool closed = pit->second.closed;
+      if (--pit->second.count == 0) promoting_.erase(pit);
+      if (closed) return;  // the client left: its pins ended with its session
+      absl::StatusOr<Pins> second = pool_.Lookup(session, ref, keys, now, /*count=*/false);
+      if (!second.ok()) {
+        (void)ReplyLookup(call, first);
+        return;
+      }
+      if (first.batch != 0) (void)pool_.Release(session, {&first.batch, 1}, {});
+      const size_t before = first.hits.size();
+      const size_t after = second->hits.size();
+      if (after > before) pool_.CountTierHits(after - before, pool_.BlockBytesOf(ref.id));
+      uint32_t from_disk = 0;
+      for (size_t j = 0; j < wanted.size(); ++j) {
+        if (wanted[j] < after && res[j].ok) ++from_disk;
+      }
+      second->from_disk = from_disk;
+      disk_hits_ += from_disk;
+      (void)ReplyLookup(call, *second);
+    });
+  }
+
+  // Hands dirty blocks to the disk tier while it has room for another batch.
+  void PumpSpill() {
+    if (!tier_ || stopped_ || (!options_.disk.spill && !draining_)) return;
+    while (tier_->CanSpill() && pool_.dirty_blocks() > 0) {
+      auto blocks = std::make_shared<std::vector<SpillBlock>>();
+      // Blocks being written stay pinned: a batch takes at most an eighth of the slab, so
+      // writers always find room.
+      const uint64_t max_bytes = std::min<uint64_t>(kSpillBatchBytes, slab_->size() / 8);
+      if (pool_.TakeSpill(kSpillBatchBlocks, max_bytes, blocks.get()) == 0) break;
+      std::vector<DiskTier::SpillItem> items(blocks->size());
+      auto* base = static_cast<std::byte*>(slab_->base());
+      for (size_t i = 0; i < blocks->size(); ++i) {
+        const SpillBlock& b = (*blocks)[i];
+        DiskTier::SpillItem& it = items[i];
+        it.ns = b.ns;
+        it.key = b.key;
+        it.checksum = b.checksum;
+        it.depth = b.depth;
+        it.data = base + b.offset;
+        it.length = static_cast<uint32_t>(b.slot_bytes % 4096 == 0 ? b.slot_bytes : b.block_bytes);
+        it.token = b.slot;
+        it.tag = b.generation;
+      }
+      tier_->Spill(std::move(items), [this, blocks](std::vector<std::pair<uint64_t, bool>> done) {
+        for (size_t i = 0; i < done.size(); ++i) {
+          pool_.EndSpill((*blocks)[i].slot, (*blocks)[i].generation, done[i].second);
+        }
+        reactor_.Defer([this] { PumpSpill(); });
+      });
+    }
+  }
+
+  // A Lookup reads at most this many blocks back from disk (the rest of its prefix stays a miss
+  // this time), and a spill batch is at most this large.
+  static constexpr size_t kMaxPromote = 1024;
+  static constexpr size_t kSpillBatchBlocks = 64;
+  static constexpr uint64_t kSpillBatchBytes = 32ull << 20;
+
+  struct Promoting {
+    uint32_t count = 0;
+    bool closed = false;
+  };
+
   io::Reactor& reactor_;
   KvServiceOptions options_;
   std::unique_ptr<SlabMapping> slab_;
   Pool pool_;
+  std::unique_ptr<DiskTier> tier_;
+  absl::flat_hash_map<uint64_t, Promoting> promoting_;  // by session
+  bool draining_ = false;
+  uint64_t drain_start_blocks_ = 0;
+  uint64_t disk_hits_ = 0;
+  uint64_t promoted_blocks_ = 0;
+  uint64_t promoted_bytes_ = 0;
   MetricsRegistry metrics_;
   std::vector<HistogramId> latency_;
   CounterId errors_{};
@@ -371,7 +620,15 @@ absl::StatusOr<std::unique_ptr<KvService>> KvService::Start(io::Runtime& runtime
         std::max<uint64_t>(1ull << 20, (options.segment_bytes / 2) & ~((1ull << 20) - 1));
   }
   OL_ASSIGN_OR_RETURN(auto slab, SlabMapping::Create(options.slab_bytes, options.segment_bytes));
+  std::unique_ptr<DiskTier> tier;
+  if (!options.disk.paths.empty()) {
+    DiskTierOptions to;
+    to.paths = options.disk.paths;
+    to.capacity_bytes = options.disk.capacity_bytes;
+    OL_ASSIGN_OR_RETURN(tier, DiskTier::Open(std::move(to)));
+  }
   std::unique_ptr<KvService> svc(new KvService());
+  svc->shutdown_spill_ = options.disk.shutdown_spill;
   svc->runtime_ = &runtime;
   svc->reactor_ = options.reactor;
   svc->slab_bytes_ = slab->size();
@@ -379,7 +636,14 @@ absl::StatusOr<std::unique_ptr<KvService>> KvService::Start(io::Runtime& runtime
   absl::Status started;
   OL_RETURN_IF_ERROR(runtime.RunOn(options.reactor, [&] {
     io::Reactor& r = runtime.reactor(options.reactor);
-    svc->impl_ = std::make_shared<Impl>(r, std::move(slab), options);
+    svc->impl_ = std::make_shared<Impl>(r, std::move(slab), options, std::move(tier));
+  }));
+  if (DiskTier* t = svc->impl_->tier()) {
+    // Blocking (it rewrites each index log), before the reactor touches the tier.
+    OL_RETURN_IF_ERROR(t->Attach(runtime.reactor(options.reactor)));
+  }
+  OL_RETURN_IF_ERROR(runtime.RunOn(options.reactor, [&] {
+    io::Reactor& r = runtime.reactor(options.reactor);
     started = svc->impl_->Start(&svc->tcp_address_, &svc->unix_socket_);
     if (!started.ok()) {
       svc->impl_->Stop();
@@ -400,6 +664,38 @@ KvService::~KvService() { Stop(); }
 void KvService::Stop() {
   if (stopped_ || !impl_) return;
   stopped_ = true;
+  if (impl_->tier() != nullptr && runtime_->running()) {
+    // A planned stop: what only the slab holds goes to disk first, within the time allowed.
+    const auto t0 = absl::Now();
+    const absl::Time deadline = t0 + shutdown_spill_;
+    bool drained = false;
+    absl::Status st = runtime_->RunOn(reactor_, [this] { impl_->BeginDrain(); });
+    while (st.ok() && !drained && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(10));
+      st = runtime_->RunOn(reactor_, [&] { drained = impl_->Drained(); });
+    }
+    uint64_t blocks = 0;
+    bool idle = false;
+    (void)runtime_->RunOn(reactor_, [&] {
+      impl_->EndDrain();
+      blocks = impl_->DrainedBlocks();
+    });
+    // Writes already issued finish (their completions point into the service).
+    for (int i = 0; i < 500 && !idle; ++i) {
+      if (!runtime_->RunOn(reactor_, [&] { idle = impl_->Idle(); }).ok()) break;
+      if (!idle) absl::SleepFor(absl::Milliseconds(10));
+    }
+    OL_LOG(kInfo) << "KV disk tier: wrote " << blocks << " blocks from the slab before stopping"
+                  << (drained ? "" : " (time was up before all of them)") << ", in "
+                  << absl::FormatDuration(absl::Now() - t0);
+    if (!idle) {
+      // Disk I/O still in flight would complete into freed memory: keep the service alive.
+      OL_LOG(kWarning) << "KV disk tier: I/O still in flight at stop; leaving it to the kernel";
+      (void)runtime_->RunOn(reactor_, [this] { impl_->Stop(); });
+      new std::shared_ptr<Impl>(std::move(impl_));  // deliberately leaked
+      return;
+    }
+  }
   // On the reactor: the server and the pool live there.
   absl::Status st = runtime_->RunOn(reactor_, [this] {
     impl_->Stop();
@@ -415,7 +711,7 @@ void KvService::Stop() {
 absl::StatusOr<PoolStats> KvService::Stats() {
   if (!impl_) return absl::FailedPreconditionError("the KV service is stopped");
   PoolStats s;
-  OL_RETURN_IF_ERROR(runtime_->RunOn(reactor_, [&] { s = impl_->pool().Stats(); }));
+  OL_RETURN_IF_ERROR(runtime_->RunOn(reactor_, [&] { s = impl_->Stats(); }));
   return s;
 }
 

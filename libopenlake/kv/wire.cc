@@ -60,6 +60,23 @@ void ToWire(const PoolStats& s, StatsResponse* out) {
   out->set_reserve_failures(s.reserve_failures);
   out->set_bytes_in(s.bytes_in);
   out->set_bytes_out(s.bytes_out);
+  out->set_disk_paths(s.disk_paths);
+  out->set_disk_paths_online(s.disk_paths_online);
+  out->set_disk_capacity_bytes(s.disk_capacity_bytes);
+  out->set_disk_used_bytes(s.disk_used_bytes);
+  out->set_disk_blocks(s.disk_blocks);
+  out->set_dirty_blocks(s.dirty_blocks);
+  out->set_disk_hits(s.disk_hits);
+  out->set_spilled_blocks(s.spilled_blocks);
+  out->set_spilled_bytes(s.spilled_bytes);
+  out->set_promoted_blocks(s.promoted_blocks);
+  out->set_promoted_bytes(s.promoted_bytes);
+  out->set_spill_drops(s.spill_drops);
+  out->set_disk_evictions(s.disk_evictions);
+  out->set_disk_errors(s.disk_errors);
+  out->set_disk_checksum_errors(s.disk_checksum_errors);
+  out->set_recovered_blocks(s.recovered_blocks);
+  out->set_recovery_seconds(s.recovery_seconds);
   for (const kv::NamespaceStats& n : s.per_namespace) {
     auto* w = out->add_per_namespace();
     w->set_name(n.name);
@@ -93,6 +110,23 @@ PoolStats FromWire(const StatsResponse& s) {
   out.reserve_failures = s.reserve_failures();
   out.bytes_in = s.bytes_in();
   out.bytes_out = s.bytes_out();
+  out.disk_paths = s.disk_paths();
+  out.disk_paths_online = s.disk_paths_online();
+  out.disk_capacity_bytes = s.disk_capacity_bytes();
+  out.disk_used_bytes = s.disk_used_bytes();
+  out.disk_blocks = s.disk_blocks();
+  out.dirty_blocks = s.dirty_blocks();
+  out.disk_hits = s.disk_hits();
+  out.spilled_blocks = s.spilled_blocks();
+  out.spilled_bytes = s.spilled_bytes();
+  out.promoted_blocks = s.promoted_blocks();
+  out.promoted_bytes = s.promoted_bytes();
+  out.spill_drops = s.spill_drops();
+  out.disk_evictions = s.disk_evictions();
+  out.disk_errors = s.disk_errors();
+  out.disk_checksum_errors = s.disk_checksum_errors();
+  out.recovered_blocks = s.recovered_blocks();
+  out.recovery_seconds = s.recovery_seconds();
   for (const auto& n : s.per_namespace()) {
     out.per_namespace.push_back(
         kv::NamespaceStats{n.name(), n.id(), n.block_bytes(), n.blocks(), n.fingerprint()});

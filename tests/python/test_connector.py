@@ -16,6 +16,7 @@ import pytest
 
 import openlake_client as ol
 from openlake_client import keys as ol_keys
+from conftest import Daemon
 from mini_engine import KV_DEVICE, LAYOUTS, MiniEngine
 
 HERE = Path(__file__).resolve().parent
@@ -541,3 +542,27 @@ def test_extra_config_values_are_checked():
                      ("openlake_pin_slab", "always")):
         with pytest.raises(ValueError, match=key):
             Settings.from_extra({**base, key: bad})
+
+
+# ---- The disk tier ------------------------------------------------------------------------------
+
+def test_a_hit_after_the_daemon_restarted_on_its_disk_tier(tmp_path):
+    tables = f'[kv_disk]\npaths = ["{tmp_path / "tier"}"]\ncapacity_gb = 0.25\n'
+    first = Daemon(tmp_path / "first", tables=tables)
+    e = MiniEngine(extra(first))
+    p = prompt(30, 9)
+    e.add("a", p)
+    run_ok(e)
+    e.shutdown()
+    assert first.stop() == 0, first.log.read_text()
+    # A new daemon on the same disk tier: the prefix computed before the restart is a hit.
+    second = Daemon(tmp_path / "second", tables=tables)
+    try:
+        f = MiniEngine(extra(second))
+        f.add("b", p + [1, 2])
+        run_ok(f)
+        assert answer(f, "b") == (28, False)
+        f.shutdown()
+        assert pool(second).stats()["disk_hits"] > 0
+    finally:
+        assert second.stop() == 0, second.log.read_text()

@@ -196,6 +196,26 @@ absl::Status ParseKvSlab(TableReader& r, KvSlabConfig* kv) {
   return absl::OkStatus();
 }
 
+absl::Status ParseKvDisk(TableReader& r, KvDiskConfig* d) {
+  OL_RETURN_IF_ERROR(r.StringList("paths", &d->paths));
+  std::optional<double> gb;
+  OL_RETURN_IF_ERROR(r.Number("capacity_gb", &gb));
+  if (!d->paths.empty() && !gb) {
+    return r.Error(r.Find("paths"), "capacity_gb", "is required with paths (GiB per path)");
+  }
+  if (gb && !(*gb >= 0.0625 && *gb <= (1 << 24))) {
+    return r.Error(r.Find("capacity_gb"), "capacity_gb",
+                   "must be at least 0.0625 (64 MiB) and at most 16777216 GiB");
+  }
+  d->capacity_gb = gb.value_or(0);
+  OL_RETURN_IF_ERROR(r.Bool("spill", &d->spill));
+  OL_RETURN_IF_ERROR(r.Int("shutdown_spill_secs", &d->shutdown_spill_secs, 0, 3600));
+  for (const std::string& p : d->paths) {
+    if (p.empty()) return r.Error(r.Find("paths"), "paths", "holds an empty path");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseRdma(TableReader& r, RdmaConfig* rd) {
   OL_RETURN_IF_ERROR(r.String("backend", &rd->backend));
   if (rd->backend != "dct" && rd->backend != "ucx") {
@@ -321,6 +341,13 @@ absl::Status ParseTop(const toml::table& root, std::string_view source, Config* 
     cfg->kv_enabled = true;
   }
   if (cfg->mode == Mode::kKv) cfg->kv_enabled = true;
+  OL_RETURN_IF_ERROR(st);
+
+  if (const toml::table* kd = r.Table("kv_disk", &st)) {
+    TableReader k(*kd, source, "kv_disk.");
+    OL_RETURN_IF_ERROR(ParseKvDisk(k, &cfg->kv_disk));
+    k.WarnUnknown();
+  }
   OL_RETURN_IF_ERROR(st);
 
   if (const toml::table* rd = r.Table("rdma", &st)) {
@@ -532,6 +559,10 @@ kv::KvServiceOptions KvServiceOptionsFor(const Config& cfg, uint64_t slab_bytes,
   ko.max_buffered_bytes = size_t{cfg.limits.rpc_max_buffered_mb} << 20;
   ko.max_reserved_percent = cfg.limits.kv_max_reserved_percent;
   ko.tcp_idle_timeout = absl::Seconds(cfg.limits.kv_idle_timeout_secs);
+  ko.disk.paths = cfg.kv_disk.paths;
+  ko.disk.capacity_bytes = static_cast<uint64_t>(cfg.kv_disk.capacity_gb * double(1ull << 30));
+  ko.disk.spill = cfg.kv_disk.spill;
+  ko.disk.shutdown_spill = absl::Seconds(cfg.kv_disk.shutdown_spill_secs);
   return ko;
 }
 

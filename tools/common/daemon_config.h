@@ -47,6 +47,14 @@ struct KvSlabConfig {
   uint64_t segment_bytes = 64ull << 20;
 };
 
+// Ours: the KV pool's disk tier ([kv_disk]; docs/kv-pool.md, "Disk tier").
+struct KvDiskConfig {
+  std::vector<std::string> paths;     // a folder per NVMe drive; empty: RAM only
+  double capacity_gb = 0;             // per path; required with paths
+  bool spill = true;                  // write evicted (and cold) blocks behind
+  uint32_t shutdown_spill_secs = 30;  // on SIGTERM, time allowed to write the slab out
+};
+
 struct RdmaConfig {
   std::string backend = "dct";  // "dct" or "ucx"
   std::optional<uint32_t> self_node_id;
@@ -94,6 +102,7 @@ struct Config {
   std::vector<s3::Credential> credentials;
   std::vector<NodeConfig> nodes;
   KvSlabConfig kv_slab;
+  KvDiskConfig kv_disk;
   // True when the node runs the KV pool: mode = "kv", or a [kv_slab] table is present (the
   // embedded default has one).
   bool kv_enabled = false;

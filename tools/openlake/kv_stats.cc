@@ -51,6 +51,35 @@ void PrintJsonStats(const KvOptions& o, const std::string& version, const kv::Po
       .Field("reserve_failures", s.reserve_failures)
       .Field("bytes_in", s.bytes_in)
       .Field("bytes_out", s.bytes_out);
+  w.Key("tiers").BeginObject();
+  w.Key("ram")
+      .BeginObject()
+      .Field("capacity_bytes", s.capacity_bytes)
+      .Field("used_bytes", s.used_bytes)
+      .Field("blocks", s.committed_blocks)
+      .Field("hits", s.hits - s.disk_hits)
+      .Field("dirty_blocks", s.dirty_blocks)
+      .EndObject();
+  w.Key("disk")
+      .BeginObject()
+      .Field("paths", s.disk_paths)
+      .Field("paths_online", s.disk_paths_online)
+      .Field("capacity_bytes", s.disk_capacity_bytes)
+      .Field("used_bytes", s.disk_used_bytes)
+      .Field("blocks", s.disk_blocks)
+      .Field("hits", s.disk_hits)
+      .Field("spilled_blocks", s.spilled_blocks)
+      .Field("spilled_bytes", s.spilled_bytes)
+      .Field("promoted_blocks", s.promoted_blocks)
+      .Field("promoted_bytes", s.promoted_bytes)
+      .Field("spill_drops", s.spill_drops)
+      .Field("evictions", s.disk_evictions)
+      .Field("errors", s.disk_errors)
+      .Field("checksum_errors", s.disk_checksum_errors)
+      .Field("recovered_blocks", s.recovered_blocks)
+      .Field("recovery_seconds", s.recovery_seconds)
+      .EndObject();
+  w.EndObject();
   w.Key("per_namespace").BeginArray();
   for (const kv::NamespaceStats& n : s.per_namespace) {
     w.BeginObject()
@@ -94,6 +123,31 @@ void PrintText(const KvOptions& o, const std::string& version, const kv::PoolSta
               static_cast<unsigned long long>(s.expired_pins));
   std::printf("  traffic:    %s in, %s out\n", HumanBytes(s.bytes_in).c_str(),
               HumanBytes(s.bytes_out).c_str());
+  if (s.disk_paths == 0) {
+    std::printf("  disk tier:  none (RAM only)\n");
+  } else {
+    std::printf("  disk tier:  %u of %u path(s) online; %s of %s used, %llu blocks\n",
+                s.disk_paths_online, s.disk_paths, HumanBytes(s.disk_used_bytes).c_str(),
+                HumanBytes(s.disk_capacity_bytes).c_str(),
+                static_cast<unsigned long long>(s.disk_blocks));
+    std::printf("  hits:       %llu from RAM, %llu from disk\n",
+                static_cast<unsigned long long>(s.hits - s.disk_hits),
+                static_cast<unsigned long long>(s.disk_hits));
+    std::printf(
+        "  spill:      %llu blocks (%s) written, %llu read back (%s); %llu not yet on "
+        "disk, %llu dropped before the disk had them\n",
+        static_cast<unsigned long long>(s.spilled_blocks), HumanBytes(s.spilled_bytes).c_str(),
+        static_cast<unsigned long long>(s.promoted_blocks), HumanBytes(s.promoted_bytes).c_str(),
+        static_cast<unsigned long long>(s.dirty_blocks),
+        static_cast<unsigned long long>(s.spill_drops));
+    std::printf(
+        "  disk:       %llu evictions, %llu I/O errors, %llu checksum errors; %llu blocks "
+        "recovered at start in %.3f s\n",
+        static_cast<unsigned long long>(s.disk_evictions),
+        static_cast<unsigned long long>(s.disk_errors),
+        static_cast<unsigned long long>(s.disk_checksum_errors),
+        static_cast<unsigned long long>(s.recovered_blocks), s.recovery_seconds);
+  }
   for (const kv::NamespaceStats& n : s.per_namespace) {
     std::printf("  namespace %s (id %u): %llu blocks of %s\n", n.name.c_str(), n.id,
                 static_cast<unsigned long long>(n.blocks), HumanBytes(n.block_bytes).c_str());

@@ -98,6 +98,39 @@ void KvMetrics(openlake::kv::KvService& kv, openlake::PrometheusWriter& w) {
             s.reserve_failures);
     counter("openlake_kv_bytes_in_total", "Block bytes committed", s.bytes_in);
     counter("openlake_kv_bytes_out_total", "Block bytes handed to readers", s.bytes_out);
+    counter("openlake_kv_ram_hits_total", "Keys Lookup found in the slab", s.hits - s.disk_hits);
+    if (s.disk_paths > 0) {
+      gauge("openlake_kv_disk_paths", "Disk tier paths configured", s.disk_paths);
+      gauge("openlake_kv_disk_paths_online", "Disk tier paths serving (not offline after an error)",
+            s.disk_paths_online);
+      gauge("openlake_kv_disk_capacity_bytes", "Disk tier capacity of the online paths",
+            s.disk_capacity_bytes);
+      gauge("openlake_kv_disk_used_bytes", "Disk tier bytes holding blocks", s.disk_used_bytes);
+      gauge("openlake_kv_disk_blocks", "Blocks on the disk tier", s.disk_blocks);
+      gauge("openlake_kv_dirty_blocks", "Slab blocks the disk tier does not hold yet",
+            s.dirty_blocks);
+      counter("openlake_kv_disk_hits_total", "Keys Lookup served by reading them back from disk",
+              s.disk_hits);
+      counter("openlake_kv_spilled_blocks_total", "Blocks written to the disk tier",
+              s.spilled_blocks);
+      counter("openlake_kv_spilled_bytes_total", "Bytes written to the disk tier", s.spilled_bytes);
+      counter("openlake_kv_promoted_blocks_total", "Blocks read back from disk into the slab",
+              s.promoted_blocks);
+      counter("openlake_kv_promoted_bytes_total", "Bytes read back from disk into the slab",
+              s.promoted_bytes);
+      counter("openlake_kv_spill_drops_total",
+              "Blocks evicted from the slab before the disk tier had them", s.spill_drops);
+      counter("openlake_kv_disk_evictions_total", "Blocks dropped from disk to make room",
+              s.disk_evictions);
+      counter("openlake_kv_disk_errors_total", "Disk tier reads, writes and syncs that failed",
+              s.disk_errors);
+      counter("openlake_kv_disk_checksum_errors_total",
+              "Blocks read back from disk whose CRC-64 did not match", s.disk_checksum_errors);
+      gauge("openlake_kv_disk_recovered_blocks", "Blocks found on disk at start",
+            s.recovered_blocks);
+      gauge("openlake_kv_disk_recovery_seconds", "Time to read the disk tier's indexes at start",
+            s.recovery_seconds);
+    }
   }
   const openlake::MetricsSnapshot m = kv.Metrics();
   for (const openlake::CounterSnapshot& c : m.counters) {

@@ -203,6 +203,17 @@ int Run(const std::string& config_path) {
         kv->tcp_address().c_str(), kv->unix_socket().c_str(), HumanBytes(kv->slab_bytes()).c_str(),
         HumanBytes(kv->segment_bytes()).c_str(), cfg.kv_slab.reserve_ttl_secs,
         rpc_addr->IsLoopback() ? "" : " (beyond loopback: clients must present rpc_secret)");
+    if (!cfg.kv_disk.paths.empty()) {
+      auto st = kv->Stats();
+      if (st.ok()) {
+        std::printf(
+            "KV disk tier: %u of %u path(s) online (%s), %s; %llu blocks recovered in %.3f s%s\n",
+            st->disk_paths_online, st->disk_paths, absl::StrJoin(cfg.kv_disk.paths, ", ").c_str(),
+            HumanBytes(st->disk_capacity_bytes).c_str(),
+            static_cast<unsigned long long>(st->recovered_blocks), st->recovery_seconds,
+            cfg.kv_disk.spill ? "" : "; spill off (written at shutdown only)");
+      }
+    }
   }
   std::unique_ptr<ObjectStoreNode> objects;
   if (cfg.mode == openlake::tools::Mode::kStorage) {

@@ -211,6 +211,23 @@ py::dict StatsDict(const openlake::kv::PoolStats& s) {
   d["bytes_in"] = s.bytes_in;
   d["bytes_out"] = s.bytes_out;
   d["hit_rate"] = s.hit_rate();
+  d["disk_paths"] = s.disk_paths;
+  d["disk_paths_online"] = s.disk_paths_online;
+  d["disk_capacity_bytes"] = s.disk_capacity_bytes;
+  d["disk_used_bytes"] = s.disk_used_bytes;
+  d["disk_blocks"] = s.disk_blocks;
+  d["dirty_blocks"] = s.dirty_blocks;
+  d["disk_hits"] = s.disk_hits;
+  d["spilled_blocks"] = s.spilled_blocks;
+  d["spilled_bytes"] = s.spilled_bytes;
+  d["promoted_blocks"] = s.promoted_blocks;
+  d["promoted_bytes"] = s.promoted_bytes;
+  d["spill_drops"] = s.spill_drops;
+  d["disk_evictions"] = s.disk_evictions;
+  d["disk_errors"] = s.disk_errors;
+  d["disk_checksum_errors"] = s.disk_checksum_errors;
+  d["recovered_blocks"] = s.recovered_blocks;
+  d["recovery_seconds"] = s.recovery_seconds;
   py::list per;
   for (const auto& n : s.per_namespace) {
     py::dict e;

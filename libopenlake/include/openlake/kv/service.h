@@ -37,6 +37,18 @@
 
 namespace openlake::kv {
 
+// The disk tier (docs/kv-pool.md, "Disk tier"): blocks evicted from the slab are kept in a data
+// file per path and read back on a later Lookup; the tier survives restarts.
+struct KvDiskOptions {
+  std::vector<std::string> paths;  // a folder per drive; empty: RAM only
+  uint64_t capacity_bytes = 0;     // per path
+  // Write committed blocks behind (so eviction finds them on disk already). Off: the tier is
+  // written only when the service stops (a planned restart), and read as usual.
+  bool spill = true;
+  // How long Stop may spend writing the slab's blocks that the disk does not hold yet.
+  absl::Duration shutdown_spill = absl::Seconds(30);
+};
+
 struct KvServiceOptions {
   // "host:port"; empty: no TCP listener. Beyond loopback requires `secret`.
   std::string tcp_address = "127.0.0.1:9400";
@@ -71,6 +83,7 @@ struct KvServiceOptions {
   // Registers more methods on the pool's RPC server, so they are served on the same listeners
   // (openlaked adds the node status). Runs once, on the pool's reactor, before it listens.
   std::function<void(net::RpcServer&)> extend;
+  KvDiskOptions disk;
 };
 
 class OL_EXPORT KvService {
@@ -81,7 +94,8 @@ class OL_EXPORT KvService {
                                                           KvServiceOptions options);
   ~KvService();  // Stop()
 
-  // Closes the listeners and every session. Idempotent; not from a reactor thread.
+  // Closes the listeners and every session; with a disk tier, then writes the slab's blocks it
+  // does not hold yet (for at most disk.shutdown_spill). Idempotent; not from a reactor thread.
   void Stop();
 
   // Where it listens ("127.0.0.1:9400" with the real port; "" when not listening).
@@ -106,6 +120,7 @@ class OL_EXPORT KvService {
   std::string unix_socket_;
   uint64_t slab_bytes_ = 0;
   uint64_t segment_bytes_ = 0;
+  absl::Duration shutdown_spill_;
   bool stopped_ = false;
 };
 

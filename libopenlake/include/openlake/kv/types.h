@@ -121,6 +121,24 @@ struct PoolStats {
   uint64_t reserve_failures = 0;  // Reserve answered ResourceExhausted
   uint64_t bytes_in = 0;          // committed block bytes
   uint64_t bytes_out = 0;         // block bytes handed to Lookup
+  // The disk tier (all zero without one; docs/kv-pool.md, "Disk tier").
+  uint32_t disk_paths = 0;         // configured
+  uint32_t disk_paths_online = 0;  // not taken offline by an I/O error
+  uint64_t disk_capacity_bytes = 0;
+  uint64_t disk_used_bytes = 0;  // slots holding blocks
+  uint64_t disk_blocks = 0;
+  uint64_t dirty_blocks = 0;    // committed in the slab, not yet on disk
+  uint64_t disk_hits = 0;       // keys Lookup served by reading them back from disk
+  uint64_t spilled_blocks = 0;  // written to disk
+  uint64_t spilled_bytes = 0;
+  uint64_t promoted_blocks = 0;  // read back into the slab
+  uint64_t promoted_bytes = 0;
+  uint64_t spill_drops = 0;           // evicted from the slab before the disk had them
+  uint64_t disk_evictions = 0;        // dropped from disk to make room
+  uint64_t disk_errors = 0;           // failed reads, writes and syncs
+  uint64_t disk_checksum_errors = 0;  // blocks read back whose CRC-64 did not match
+  uint64_t recovered_blocks = 0;      // found on disk at start
+  double recovery_seconds = 0;        // time to read the disk tier's indexes at start
   double hit_rate() const {
     return lookup_keys ? static_cast<double>(hits) / static_cast<double>(lookup_keys) : 0.0;
   }
@@ -148,6 +166,7 @@ struct SlotHit {
 struct Pins {
   uint64_t batch = 0;  // 0 when nothing was found (nothing to release)
   std::vector<SlotHit> hits;
+  uint32_t from_disk = 0;  // of the hits, how many were read back from the disk tier for this call
 };
 // One block to commit: the reserved slot it was written into, its key, the CRC-64 of its bytes
 // (Crc64) and its position in its chain (0 = the first block of a prompt), which eviction

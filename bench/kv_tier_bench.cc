@@ -1,0 +1,365 @@
+// kv_tier_bench: the KV pool's disk tier against the drive's own limits, measured in one run.
+//
+//   kv_tier_bench [--json] [--quick] [--openlaked PATH] [--dir FOLDER] [--fio PATH]
+//
+// For 2 MiB and then 256 KiB blocks, with a running openlaked whose slab is a quarter of the
+// working set and whose [kv_disk] path is a folder under --dir:
+//   spill   sustained puts of the whole working set through kv::Client::Put (the slab full and
+//           spilling), at the rate the disk tier takes them without dropping a block (the writer
+//           waits whenever the slab holds more than a few batches the disk lacks): GB/s stored;
+//   fio_write  fio sequential O_DIRECT writes of the same block size, io_uring, depth 16, on a
+//           file in the same folder;
+//   disk_get  kv::Client::Get of disk-resident blocks in random order, batches of 64 (each batch
+//           read back with one O_DIRECT read per block, CRC-64 checked, then copied out as a RAM
+//           hit): GB/s delivered;
+//   fio_randread  fio random O_DIRECT reads, same block size, io_uring, depth 64, same file;
+//   ram_get  Get of blocks resident in the slab, against memcpy of the same bytes (the RAM path
+//           must stay where kv_bench has it);
+//   restart  SIGTERM, a new openlaked on the same folder: how long until the first hit, and the
+//           share of the working set that hits (Exists over every key); the recovery time the
+//           daemon reports, scaled to 100 GiB of 256 KiB blocks.
+// Output: human-readable lines; with --json one JSON object per block size, the last one for
+// 256 KiB. Exit status: 0 on success, 1 when the KV path failed, 2 on bad arguments.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+#include "bench_util.h"
+
+#include "openlake/io/buffer.h"
+#include "openlake/kv/client.h"
+#include "openlake/status.h"
+
+#ifndef OL_BENCH_OPENLAKED
+#define OL_BENCH_OPENLAKED "openlaked"
+#endif
+
+namespace openlake::bench {
+namespace {
+
+constexpr size_t kBatch = 64;
+constexpr double kGB = 1e9;
+
+struct Options {
+  bool json = false;
+  bool quick = false;
+  std::string openlaked = OL_BENCH_OPENLAKED;
+  std::string dir = "/var/tmp";
+  std::string fio = "fio";
+  uint64_t working_set_mb = 1024;
+  double fio_seconds = 3;
+};
+
+struct Daemon {
+  Child child;
+  std::string address;
+  std::string config;
+};
+
+absl::StatusOr<Daemon> StartDaemon(const Options& o, const std::string& dir, uint64_t slab_bytes,
+                                   uint64_t disk_bytes) {
+  Daemon d;
+  OL_ASSIGN_OR_RETURN(uint16_t port, FreeLoopbackPort());
+  d.config = dir + "/openlaked.toml";
+  std::ofstream f(d.config);
+  f << "mode = \"kv\"\nrpc_addr = \"127.0.0.1:" << port << "\"\nkv_socket = \"" << dir
+    << "/kv.sock\"\n[kv_slab]\ncapacity_gb = " << static_cast<double>(slab_bytes) / (1ull << 30)
+    << "\nsegment_mb = 16\n[kv_disk]\npaths = [\"" << dir
+    << "/tier\"]\ncapacity_gb = " << static_cast<double>(disk_bytes) / (1ull << 30) << "\n";
+  f.close();
+  d.address = "127.0.0.1:" + std::to_string(port);
+  return d;
+}
+
+absl::Status Spawn(const Options& o, const std::string& dir, Daemon& d) {
+  const std::string path = FindProgram(o.openlaked);
+  if (path.empty()) return absl::NotFoundError("openlaked not found: " + o.openlaked);
+  OL_ASSIGN_OR_RETURN(d.child, Child::Spawn({path, "--config", d.config, "--log-level", "warning"},
+                                            dir + "/openlaked.log", -1));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<kv::Client>> ConnectKv(Daemon& d) {
+  const int64_t deadline = NowNs() + 30'000'000'000;
+  for (;;) {
+    auto c = kv::Client::Connect(d.address, {});
+    if (c.ok()) return c;
+    if (!d.child.Alive()) {
+      return absl::UnavailableError("openlaked exited during start-up:\n" + d.child.LogTail());
+    }
+    if (NowNs() > deadline) return c.status();
+    usleep(5000);
+  }
+}
+
+kv::BlockKey MakeKey(uint64_t i) {
+  char raw[kv::kMaxKeyBytes];
+  for (uint64_t w = 0; w < 4; ++w) {
+    const uint64_t v = Mix64(i * 4 + w + 0x5eed);
+    std::memcpy(raw + w * 8, &v, 8);
+  }
+  return kv::BlockKey(std::string_view(raw, sizeof(raw)));
+}
+
+// fio's bandwidth (bytes/s) of `rw` on `file`.
+absl::StatusOr<double> RunFio(const Options& o, const std::string& scratch, const std::string& file,
+                              const std::string& rw, uint32_t bs, int depth, uint64_t size) {
+  const std::string out_path = scratch + "/fio.json";
+  std::vector<std::string> argv = {FindProgram(o.fio),
+                                   "--name=" + rw,
+                                   "--ioengine=io_uring",
+                                   "--direct=1",
+                                   "--rw=" + rw,
+                                   "--bs=" + std::to_string(bs),
+                                   "--iodepth=" + std::to_string(depth),
+                                   "--numjobs=1",
+                                   "--size=" + std::to_string(size),
+                                   "--time_based",
+                                   "--runtime=" + std::to_string(int(o.fio_seconds * 1000)) + "ms",
+                                   "--filename=" + file,
+                                   "--output-format=json",
+                                   "--output=" + out_path};
+  if (argv[0].empty()) return absl::NotFoundError("fio not found");
+  OL_ASSIGN_OR_RETURN(Child child, Child::Spawn(argv, scratch + "/fio.log", -1));
+  const int st = child.Wait(absl::Seconds(o.fio_seconds + 120), absl::Seconds(5));
+  std::ifstream in(out_path);
+  const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = json.find(rw == "write" ? "\"write\"" : "\"read\"");
+  const double bw = at == std::string::npos ? NAN : JsonNumberAfter(json, "bw_bytes", at);
+  if (st != 0 || std::isnan(bw)) {
+    return absl::InternalError("fio failed (status " + std::to_string(st) + "):\n" +
+                               child.LogTail());
+  }
+  return bw;
+}
+
+struct Figures {
+  uint32_t block_bytes = 0;
+  double spill_GBps = NAN, fio_write_GBps = NAN;
+  double disk_get_GBps = NAN, fio_randread_GBps = NAN;
+  double ram_get_GBps = NAN, memcpy_GBps = NAN;
+  double restart_hit_fraction = NAN, restart_first_hit_s = NAN;
+  double recovery_s = NAN, recovery_100GiB_s = NAN;
+  uint64_t spill_drops = 0, disk_hits = 0, checksum_errors = 0;
+};
+
+absl::StatusOr<Figures> RunOne(const Options& o, uint32_t block) {
+  Figures f;
+  f.block_bytes = block;
+  const uint64_t ws = o.working_set_mb << 20;
+  const size_t count = std::max<uint64_t>(4, ws / block / kBatch) * kBatch;
+  const uint64_t bytes = uint64_t{block} * count;
+  OL_ASSIGN_OR_RETURN(TempDir scratch, TempDir::Create(o.dir, "openlake-tierbench-"));
+  const std::string dir = scratch.path();
+  OL_ASSIGN_OR_RETURN(Daemon d, StartDaemon(o, dir, std::max<uint64_t>(bytes / 4, 64ull << 20),
+                                            bytes + bytes / 4 + (256ull << 20)));
+  OL_RETURN_IF_ERROR(Spawn(o, dir, d));
+  OL_ASSIGN_OR_RETURN(auto c, ConnectKv(d));
+  kv::LayoutFingerprint fp;
+  fp.model = "kv_tier_bench";
+  fp.dtype = "bfloat16";
+  OL_ASSIGN_OR_RETURN(kv::Namespace ns, c->OpenNamespace("bench", fp, block));
+
+  io::AlignedBuffer src(uint64_t{block} * kBatch), dst(uint64_t{block} * kBatch);
+  FillRandom(src.data(), src.size(), block);
+  std::vector<const void*> src_ptrs;
+  std::vector<void*> dst_ptrs;
+  for (size_t i = 0; i < kBatch; ++i) {
+    src_ptrs.push_back(src.data() + i * block);
+    dst_ptrs.push_back(dst.data() + i * block);
+  }
+  std::vector<kv::BlockKey> keys(count);
+  for (size_t i = 0; i < count; ++i) keys[i] = MakeKey(i * 131 + block);
+
+  // (b) Sustained puts, paced by the disk tier.
+  const int64_t t0 = NowNs();
+  for (size_t b = 0; b < count; b += kBatch) {
+    std::vector<kv::BlockKey> k(keys.begin() + b, keys.begin() + b + kBatch);
+    // Each block differs: its first word is its index.
+    for (size_t i = 0; i < kBatch; ++i) std::memcpy(src.data() + i * block, &b, sizeof(b));
+    OL_ASSIGN_OR_RETURN(kv::PutResult put, c->Put(ns, k, src_ptrs));
+    if (put.stored != kBatch) return absl::InternalError("a put stored only part of its batch");
+    for (;;) {
+      OL_ASSIGN_OR_RETURN(kv::PoolStats st, c->Stats());
+      if (st.dirty_blocks <= 2 * kBatch) break;
+      usleep(500);
+    }
+  }
+  for (;;) {
+    OL_ASSIGN_OR_RETURN(kv::PoolStats st, c->Stats());
+    if (st.dirty_blocks == 0) break;
+    usleep(500);
+  }
+  f.spill_GBps = static_cast<double>(bytes) / kGB / (static_cast<double>(NowNs() - t0) / 1e9);
+
+  // (a) Gets of disk-resident blocks: the first half of the working set left the slab long ago.
+  std::vector<size_t> order(count / 2);
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(7));
+  OL_ASSIGN_OR_RETURN(kv::PoolStats before, c->Stats());
+  const int64_t t1 = NowNs();
+  size_t got = 0;
+  for (size_t b = 0; b + kBatch <= order.size(); b += kBatch) {
+    std::vector<kv::BlockKey> k;
+    for (size_t i = 0; i < kBatch; ++i) k.push_back(keys[order[b + i]]);
+    OL_ASSIGN_OR_RETURN(kv::GetResult g, c->Get(ns, k, dst_ptrs));
+    got += g.loaded;
+  }
+  const double get_s = static_cast<double>(NowNs() - t1) / 1e9;
+  OL_ASSIGN_OR_RETURN(kv::PoolStats after, c->Stats());
+  f.disk_hits = after.disk_hits - before.disk_hits;
+  f.checksum_errors = after.disk_checksum_errors;
+  f.spill_drops = after.spill_drops;
+  f.disk_get_GBps = static_cast<double>(got) * block / kGB / get_s;
+
+  // The RAM path: the last batch again and again (it is in the slab now), against memcpy.
+  {
+    std::vector<kv::BlockKey> k(keys.end() - kBatch, keys.end());
+    OL_ASSIGN_OR_RETURN(kv::GetResult warm, c->Get(ns, k, dst_ptrs));
+    (void)warm;
+    std::vector<double> ours, copy;
+    for (int r = 0; r < (o.quick ? 5 : 30); ++r) {
+      const int64_t a = NowNs();
+      OL_ASSIGN_OR_RETURN(kv::GetResult g, c->Get(ns, k, dst_ptrs));
+      const int64_t m = NowNs();
+      std::memcpy(dst.data(), src.data(), dst.size());
+      const int64_t e = NowNs();
+      if (g.loaded != kBatch) return absl::InternalError("RAM-resident blocks missed");
+      ours.push_back(static_cast<double>(dst.size()) / kGB / (static_cast<double>(m - a) / 1e9));
+      copy.push_back(static_cast<double>(dst.size()) / kGB / (static_cast<double>(e - m) / 1e9));
+    }
+    f.ram_get_GBps = Median(ours);
+    f.memcpy_GBps = Median(copy);
+  }
+
+  // Restart on the same folder.
+  c.reset();
+  d.child.Stop(absl::Seconds(60));
+  const int64_t t2 = NowNs();
+  OL_RETURN_IF_ERROR(Spawn(o, dir, d));
+  OL_ASSIGN_OR_RETURN(c, ConnectKv(d));
+  OL_ASSIGN_OR_RETURN(ns, c->OpenNamespace("bench", fp, block));
+  for (;;) {
+    std::vector<kv::BlockKey> k = {keys[0]};
+    std::vector<void*> one = {dst.data()};
+    OL_ASSIGN_OR_RETURN(kv::GetResult g, c->Get(ns, k, one));
+    if (g.loaded == 1) break;
+    if (NowNs() - t2 > 60'000'000'000) return absl::InternalError("no hit after the restart");
+  }
+  f.restart_first_hit_s = static_cast<double>(NowNs() - t2) / 1e9;
+  size_t hit = 0;
+  for (size_t b = 0; b < count; b += 1000) {
+    std::vector<kv::BlockKey> k(keys.begin() + b, keys.begin() + std::min(count, b + 1000));
+    OL_ASSIGN_OR_RETURN(kv::ExistsResult ex, c->Exists(ns, k));
+    for (bool p : ex.present) hit += p;
+  }
+  f.restart_hit_fraction = static_cast<double>(hit) / static_cast<double>(count);
+  OL_ASSIGN_OR_RETURN(kv::PoolStats rs, c->Stats());
+  f.recovery_s = rs.recovery_seconds;
+  // Recovery reads one log record per block: scale by blocks to 100 GiB of 256 KiB blocks.
+  f.recovery_100GiB_s = rs.recovered_blocks ? rs.recovery_seconds * ((100ull << 30) / (256 << 10)) /
+                                                  static_cast<double>(rs.recovered_blocks)
+                                            : NAN;
+  c.reset();
+  d.child.Stop(absl::Seconds(60));
+
+  // The baselines, on a file in the same folder.
+  const std::string file = dir + "/fio.dat";
+  auto w = RunFio(o, dir, file, "write", block, 16, bytes);
+  if (w.ok()) f.fio_write_GBps = *w / kGB;
+  auto r = RunFio(o, dir, file, "randread", block, static_cast<int>(kBatch), bytes);
+  if (r.ok()) f.fio_randread_GBps = *r / kGB;
+  if (!w.ok() || !r.ok()) {
+    std::fprintf(stderr, "kv_tier_bench: fio: %s\n",
+                 std::string((w.ok() ? r.status() : w.status()).message()).c_str());
+  }
+  return f;
+}
+
+int Main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"kv_tier_bench: the KV pool's disk tier against fio on the same file system"};
+  app.add_flag("--json", o.json, "end with one JSON line per block size");
+  app.add_flag("--quick", o.quick, "a small working set (a smoke run, not a measurement)");
+  app.add_option("--openlaked", o.openlaked, "the daemon to run");
+  app.add_option("--dir", o.dir, "where the disk tier and fio's file go (a disk, not tmpfs)");
+  app.add_option("--fio", o.fio, "fio");
+  app.add_option("--working-set-mb", o.working_set_mb, "blocks written per block size");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (o.quick) {
+    o.working_set_mb = 128;
+    o.fio_seconds = 1;
+  }
+  PrintMachine(ProbeMachine(0));
+  PrintBackgroundLoad(BackgroundLoad(absl::Milliseconds(300)));
+  std::vector<std::string> lines;
+  for (uint32_t block : {2u << 20, 256u << 10}) {
+    auto f = RunOne(o, block);
+    if (!f.ok()) {
+      std::fprintf(stderr, "kv_tier_bench: %u KiB blocks: %s\n", block >> 10,
+                   std::string(f.status().message()).c_str());
+      return 1;
+    }
+    std::printf(
+        "%4u KiB blocks, %llu MiB working set:\n"
+        "  spill   %6.2f GB/s stored (fio seq write %6.2f GB/s): %.2f; %llu dropped\n"
+        "  disk get %5.2f GB/s (fio randread depth 64 %6.2f GB/s): %.2f; %llu from disk\n"
+        "  RAM get %6.2f GB/s (memcpy %6.2f GB/s): %.2f\n"
+        "  restart: first hit after %.3f s, %.4f of the working set hits; recovery %.3f s "
+        "(100 GiB of 256 KiB blocks: %.2f s)\n",
+        block >> 10, static_cast<unsigned long long>(o.working_set_mb), f->spill_GBps,
+        f->fio_write_GBps, Ratio(f->spill_GBps, f->fio_write_GBps),
+        static_cast<unsigned long long>(f->spill_drops), f->disk_get_GBps, f->fio_randread_GBps,
+        Ratio(f->disk_get_GBps, f->fio_randread_GBps),
+        static_cast<unsigned long long>(f->disk_hits), f->ram_get_GBps, f->memcpy_GBps,
+        Ratio(f->ram_get_GBps, f->memcpy_GBps), f->restart_first_hit_s, f->restart_hit_fraction,
+        f->recovery_s, f->recovery_100GiB_s);
+    std::fflush(stdout);
+    JsonLine j;
+    j.Add("bench", "kv_tier")
+        .Add("block_bytes", uint64_t{block})
+        .Add("working_set_bytes", o.working_set_mb << 20)
+        .Add("disk_get_GBps", f->disk_get_GBps)
+        .Add("fio_randread_GBps", f->fio_randread_GBps)
+        .Add("disk_get_over_fio", Ratio(f->disk_get_GBps, f->fio_randread_GBps))
+        .Add("spill_GBps", f->spill_GBps)
+        .Add("fio_write_GBps", f->fio_write_GBps)
+        .Add("spill_over_fio", Ratio(f->spill_GBps, f->fio_write_GBps))
+        .Add("spill_drops", f->spill_drops)
+        .Add("ram_get_GBps", f->ram_get_GBps)
+        .Add("memcpy_GBps", f->memcpy_GBps)
+        .Add("ram_get_over_memcpy", Ratio(f->ram_get_GBps, f->memcpy_GBps))
+        .Add("restart_hit_fraction", f->restart_hit_fraction, 4)
+        .Add("restart_first_hit_s", f->restart_first_hit_s)
+        .Add("recovery_s", f->recovery_s)
+        .Add("recovery_100GiB_s_est", f->recovery_100GiB_s)
+        .Add("disk_checksum_errors", f->checksum_errors);
+    lines.push_back(j.str());
+  }
+  if (o.json) {
+    for (const std::string& l : lines) std::printf("%s\n", l.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace openlake::bench
+
+int main(int argc, char** argv) { return openlake::bench::Main(argc, argv); }
