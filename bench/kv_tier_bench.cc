@@ -6,13 +6,15 @@
 // working set and whose [kv_disk] path is a folder under --dir:
 //   spill   sustained puts of the whole working set through kv::Client::Put (the slab full and
 //           spilling), at the rate the disk tier takes them without dropping a block (the writer
-//           waits whenever the slab holds more than a few batches the disk lacks): GB/s stored;
+//           waits whenever more than half the slab is blocks the disk lacks): GB/s stored;
 //   fio_write  fio sequential O_DIRECT writes of the same block size, io_uring, depth 16, on a
 //           file in the same folder;
-//   disk_get  kv::Client::Get of disk-resident blocks in random order, batches of 64 (each batch
+//   disk_get  kv::Client::Get of disk-resident blocks in random order, in batches (each batch
 //           read back with one O_DIRECT read per block, CRC-64 checked, then copied out as a RAM
 //           hit): GB/s delivered;
-//   fio_randread  fio random O_DIRECT reads, same block size, io_uring, depth 64, same file;
+//   fio_randread  fio random O_DIRECT reads, same block size, io_uring, the batch as its depth,
+//           same file. A batch is 64 blocks of 256 KiB or 16 of 2 MiB (at most an eighth of
+//           the slab);
 //   ram_get  Get of blocks resident in the slab, against memcpy of the same bytes (the RAM path
 //           must stay where kv_bench has it);
 //   restart  SIGTERM, a new openlaked on the same folder: how long until the first hit, and the
@@ -50,7 +52,7 @@
 namespace openlake::bench {
 namespace {
 
-constexpr size_t kBatch = 64;
+constexpr size_t kMaxBatch = 64;
 constexpr double kGB = 1e9;
 
 struct Options {
@@ -137,7 +139,8 @@ absl::StatusOr<double> RunFio(const Options& o, const std::string& scratch, cons
   const int st = child.Wait(absl::Seconds(o.fio_seconds + 120), absl::Seconds(5));
   std::ifstream in(out_path);
   const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t at = json.find(rw == "write" ? "\"write\"" : "\"read\"");
+  // The job's section ("read" : {...}, "write" : {...}), not the option "rw" : "write".
+  const size_t at = json.find(rw == "write" ? "\"write\" : {" : "\"read\" : {");
   const double bw = at == std::string::npos ? NAN : JsonNumberAfter(json, "bw_bytes", at);
   if (st != 0 || std::isnan(bw)) {
     return absl::InternalError("fio failed (status " + std::to_string(st) + "):\n" +
@@ -148,6 +151,7 @@ absl::StatusOr<double> RunFio(const Options& o, const std::string& scratch, cons
 
 struct Figures {
   uint32_t block_bytes = 0;
+  size_t batch = 0;  // blocks per Put and Get: the depth of the disk reads
   double spill_GBps = NAN, fio_write_GBps = NAN;
   double disk_get_GBps = NAN, fio_randread_GBps = NAN;
   double ram_get_GBps = NAN, memcpy_GBps = NAN;
@@ -159,13 +163,18 @@ struct Figures {
 absl::StatusOr<Figures> RunOne(const Options& o, uint32_t block) {
   Figures f;
   f.block_bytes = block;
+  // The slab is a quarter of the working set; a batch at most an eighth of the slab (64 blocks
+  // of 256 KiB, 16 of 2 MiB in the full run), so a batch read back from disk never evicts
+  // itself.
   const uint64_t ws = o.working_set_mb << 20;
-  const size_t count = std::max<uint64_t>(4, ws / block / kBatch) * kBatch;
+  const uint64_t slab = std::max<uint64_t>(ws / 4, 32ull << 20);
+  const size_t batch = std::clamp<uint64_t>(slab / 8 / block, 1, kMaxBatch);
+  const size_t count = std::max<uint64_t>(4, ws / block / batch) * batch;
   const uint64_t bytes = uint64_t{block} * count;
+  f.batch = batch;
   OL_ASSIGN_OR_RETURN(TempDir scratch, TempDir::Create(o.dir, "openlake-tierbench-"));
   const std::string dir = scratch.path();
-  OL_ASSIGN_OR_RETURN(Daemon d, StartDaemon(o, dir, std::max<uint64_t>(bytes / 4, 64ull << 20),
-                                            bytes + bytes / 4 + (256ull << 20)));
+  OL_ASSIGN_OR_RETURN(Daemon d, StartDaemon(o, dir, slab, bytes + bytes / 4 + (256ull << 20)));
   OL_RETURN_IF_ERROR(Spawn(o, dir, d));
   OL_ASSIGN_OR_RETURN(auto c, ConnectKv(d));
   kv::LayoutFingerprint fp;
@@ -173,11 +182,11 @@ absl::StatusOr<Figures> RunOne(const Options& o, uint32_t block) {
   fp.dtype = "bfloat16";
   OL_ASSIGN_OR_RETURN(kv::Namespace ns, c->OpenNamespace("bench", fp, block));
 
-  io::AlignedBuffer src(uint64_t{block} * kBatch), dst(uint64_t{block} * kBatch);
+  io::AlignedBuffer src(uint64_t{block} * batch), dst(uint64_t{block} * batch);
   FillRandom(src.data(), src.size(), block);
   std::vector<const void*> src_ptrs;
   std::vector<void*> dst_ptrs;
-  for (size_t i = 0; i < kBatch; ++i) {
+  for (size_t i = 0; i < batch; ++i) {
     src_ptrs.push_back(src.data() + i * block);
     dst_ptrs.push_back(dst.data() + i * block);
   }
@@ -186,15 +195,15 @@ absl::StatusOr<Figures> RunOne(const Options& o, uint32_t block) {
 
   // (b) Sustained puts, paced by the disk tier.
   const int64_t t0 = NowNs();
-  for (size_t b = 0; b < count; b += kBatch) {
-    std::vector<kv::BlockKey> k(keys.begin() + b, keys.begin() + b + kBatch);
+  for (size_t b = 0; b < count; b += batch) {
+    std::vector<kv::BlockKey> k(keys.begin() + b, keys.begin() + b + batch);
     // Each block differs: its first word is its index.
-    for (size_t i = 0; i < kBatch; ++i) std::memcpy(src.data() + i * block, &b, sizeof(b));
+    for (size_t i = 0; i < batch; ++i) std::memcpy(src.data() + i * block, &b, sizeof(b));
     OL_ASSIGN_OR_RETURN(kv::PutResult put, c->Put(ns, k, src_ptrs));
-    if (put.stored != kBatch) return absl::InternalError("a put stored only part of its batch");
+    if (put.stored != batch) return absl::InternalError("a put stored only part of its batch");
     for (;;) {
       OL_ASSIGN_OR_RETURN(kv::PoolStats st, c->Stats());
-      if (st.dirty_blocks <= 2 * kBatch) break;
+      if (st.dirty_blocks <= slab / block / 2) break;
       usleep(500);
     }
   }
@@ -212,9 +221,9 @@ absl::StatusOr<Figures> RunOne(const Options& o, uint32_t block) {
   OL_ASSIGN_OR_RETURN(kv::PoolStats before, c->Stats());
   const int64_t t1 = NowNs();
   size_t got = 0;
-  for (size_t b = 0; b + kBatch <= order.size(); b += kBatch) {
+  for (size_t b = 0; b + batch <= order.size(); b += batch) {
     std::vector<kv::BlockKey> k;
-    for (size_t i = 0; i < kBatch; ++i) k.push_back(keys[order[b + i]]);
+    for (size_t i = 0; i < batch; ++i) k.push_back(keys[order[b + i]]);
     OL_ASSIGN_OR_RETURN(kv::GetResult g, c->Get(ns, k, dst_ptrs));
     got += g.loaded;
   }
@@ -227,7 +236,7 @@ absl::StatusOr<Figures> RunOne(const Options& o, uint32_t block) {
 
   // The RAM path: the last batch again and again (it is in the slab now), against memcpy.
   {
-    std::vector<kv::BlockKey> k(keys.end() - kBatch, keys.end());
+    std::vector<kv::BlockKey> k(keys.end() - batch, keys.end());
     OL_ASSIGN_OR_RETURN(kv::GetResult warm, c->Get(ns, k, dst_ptrs));
     (void)warm;
     std::vector<double> ours, copy;
@@ -237,7 +246,7 @@ absl::StatusOr<Figures> RunOne(const Options& o, uint32_t block) {
       const int64_t m = NowNs();
       std::memcpy(dst.data(), src.data(), dst.size());
       const int64_t e = NowNs();
-      if (g.loaded != kBatch) return absl::InternalError("RAM-resident blocks missed");
+      if (g.loaded != batch) return absl::InternalError("RAM-resident blocks missed");
       ours.push_back(static_cast<double>(dst.size()) / kGB / (static_cast<double>(m - a) / 1e9));
       copy.push_back(static_cast<double>(dst.size()) / kGB / (static_cast<double>(e - m) / 1e9));
     }
@@ -280,7 +289,8 @@ absl::StatusOr<Figures> RunOne(const Options& o, uint32_t block) {
   const std::string file = dir + "/fio.dat";
   auto w = RunFio(o, dir, file, "write", block, 16, bytes);
   if (w.ok()) f.fio_write_GBps = *w / kGB;
-  auto r = RunFio(o, dir, file, "randread", block, static_cast<int>(kBatch), bytes);
+  auto r = RunFio(o, dir, file, "randread", block, static_cast<int>(batch), bytes);
+  std::remove(file.c_str());
   if (r.ok()) f.fio_randread_GBps = *r / kGB;
   if (!w.ok() || !r.ok()) {
     std::fprintf(stderr, "kv_tier_bench: fio: %s\n",
@@ -304,7 +314,7 @@ int Main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (o.quick) {
-    o.working_set_mb = 128;
+    o.working_set_mb = 256;
     o.fio_seconds = 1;
   }
   PrintMachine(ProbeMachine(0));
@@ -318,13 +328,13 @@ int Main(int argc, char** argv) {
       return 1;
     }
     std::printf(
-        "%4u KiB blocks, %llu MiB working set:\n"
+        "%4u KiB blocks, %llu MiB working set, batches of %zu:\n"
         "  spill   %6.2f GB/s stored (fio seq write %6.2f GB/s): %.2f; %llu dropped\n"
-        "  disk get %5.2f GB/s (fio randread depth 64 %6.2f GB/s): %.2f; %llu from disk\n"
+        "  disk get %5.2f GB/s (fio randread, same depth, %6.2f GB/s): %.2f; %llu from disk\n"
         "  RAM get %6.2f GB/s (memcpy %6.2f GB/s): %.2f\n"
         "  restart: first hit after %.3f s, %.4f of the working set hits; recovery %.3f s "
         "(100 GiB of 256 KiB blocks: %.2f s)\n",
-        block >> 10, static_cast<unsigned long long>(o.working_set_mb), f->spill_GBps,
+        block >> 10, static_cast<unsigned long long>(o.working_set_mb), f->batch, f->spill_GBps,
         f->fio_write_GBps, Ratio(f->spill_GBps, f->fio_write_GBps),
         static_cast<unsigned long long>(f->spill_drops), f->disk_get_GBps, f->fio_randread_GBps,
         Ratio(f->disk_get_GBps, f->fio_randread_GBps),
@@ -336,6 +346,7 @@ int Main(int argc, char** argv) {
     j.Add("bench", "kv_tier")
         .Add("block_bytes", uint64_t{block})
         .Add("working_set_bytes", o.working_set_mb << 20)
+        .Add("batch", static_cast<uint64_t>(f->batch))
         .Add("disk_get_GBps", f->disk_get_GBps)
         .Add("fio_randread_GBps", f->fio_randread_GBps)
         .Add("disk_get_over_fio", Ratio(f->disk_get_GBps, f->fio_randread_GBps))

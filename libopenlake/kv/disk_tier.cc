@@ -24,7 +24,7 @@ namespace {
 
 constexpr const char* kDataFile = "kv-blocks.dat";
 constexpr const char* kLogFile = "kv-index.log";
-constexpr uint32_t kBatchesPerPath = 2;
+constexpr uint32_t kBatchesPerPath = 4;
 
 std::string ErrnoText(int err) { return std::string(std::strerror(err)); }
 

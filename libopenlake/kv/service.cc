@@ -544,8 +544,9 @@ class KvService::Impl {
     if (!tier_ || stopped_ || (!options_.disk.spill && !draining_)) return;
     while (tier_->CanSpill() && pool_.dirty_blocks() > 0) {
       auto blocks = std::make_shared<std::vector<SpillBlock>>();
-      // Blocks being written stay pinned: a batch takes at most an eighth of the slab, so
-      // writers always find room.
+      // Blocks being written stay pinned: a batch takes at most an eighth of the slab, and
+      // at most four are in flight, so writers and read-backs always find half the slab.
+      if (spill_batches_ >= 4) break;
       const uint64_t max_bytes = std::min<uint64_t>(kSpillBatchBytes, slab_->size() / 8);
       if (pool_.TakeSpill(kSpillBatchBlocks, max_bytes, blocks.get()) == 0) break;
       std::vector<DiskTier::SpillItem> items(blocks->size());
@@ -562,7 +563,9 @@ class KvService::Impl {
         it.token = b.slot;
         it.tag = b.generation;
       }
+      ++spill_batches_;
       tier_->Spill(std::move(items), [this, blocks](std::vector<std::pair<uint64_t, bool>> done) {
+        --spill_batches_;
         for (size_t i = 0; i < done.size(); ++i) {
           pool_.EndSpill((*blocks)[i].slot, (*blocks)[i].generation, done[i].second);
         }
@@ -589,6 +592,7 @@ class KvService::Impl {
   std::unique_ptr<DiskTier> tier_;
   absl::flat_hash_map<uint64_t, Promoting> promoting_;  // by session
   bool draining_ = false;
+  uint32_t spill_batches_ = 0;  // in flight
   uint64_t drain_start_blocks_ = 0;
   uint64_t disk_hits_ = 0;
   uint64_t promoted_blocks_ = 0;
