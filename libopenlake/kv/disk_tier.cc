@@ -570,6 +570,11 @@ void DiskTier::EnsureNsLogged(uint32_t pi, uint32_t ns) {
 
 void DiskTier::LogAppend(uint32_t pi, const std::string& bytes, absl::AnyInvocable<void()> fn) {
   Path& p = paths_[pi];
+  if (!p.online) {
+    // Nothing is written there any more; whoever waits learns it (they check `online`).
+    if (fn) reactor_->Defer(std::move(fn));
+    return;
+  }
   p.log_pending += bytes;
   if (fn) p.log_waiters.push_back(LogWaiter{p.log_bytes + p.log_pending.size(), std::move(fn)});
   if (!p.log_writing && !p.compacting) FlushLog(pi);
@@ -800,16 +805,18 @@ void DiskTier::Spill(std::vector<SpillItem> items, SpillDoneFn done) {
   ++p.batches;
   ++busy_;
   ++clock_;
-  absl::flat_hash_map<uint64_t, uint32_t> short_of;  // slot size → blocks that found no slot
+  // Slot size → blocks of this batch of that size, and those that found no slot.
+  absl::flat_hash_map<uint64_t, std::pair<uint32_t, uint32_t>> need;
   for (size_t i = 0; i < n; ++i) {
     const SpillItem& it = b->items[i];
     auto ns = namespaces_.find(it.ns);
     if (ns == namespaces_.end()) continue;
     const uint64_t slot_bytes = SlotBytesFor(ns->second.block_bytes);
     if (it.length > slot_bytes || it.length < ns->second.block_bytes) continue;
+    ++need[slot_bytes].first;
     Ref r;
     if (!Allocate(pi, slot_bytes, &r)) {
-      ++short_of[slot_bytes];
+      ++need[slot_bytes].second;
       continue;
     }
     Slot& sl = SlotAt(r);
@@ -824,11 +831,14 @@ void DiskTier::Spill(std::vector<SpillItem> items, SpillDoneFn done) {
     b->written[i] = true;
     ++b->writes;
   }
-  // Make room for the next batches: evicted slots come free once their Frees are durable.
-  for (Class& c : p.classes) {
-    const uint64_t want = n + short_of[c.slot_bytes];
-    if (c.segments.empty() || !p.free_segments.empty() || c.free_slots >= want) continue;
-    EvictAhead(pi, ClassOf(p, c.slot_bytes), static_cast<uint32_t>(want - c.free_slots));
+  // Make room for the next batches (as many blocks again, and those that found none): evicted
+  // slots come free once their Frees are durable.
+  for (const auto& [slot_bytes, counts] : need) {
+    if (slot_bytes > p.segment_bytes || !p.free_segments.empty()) continue;
+    const int32_t cls = ClassOf(p, slot_bytes);
+    const uint64_t want = uint64_t{counts.first} + counts.second;
+    if (p.classes[cls].free_slots >= want) continue;
+    EvictAhead(pi, cls, static_cast<uint32_t>(want - p.classes[cls].free_slots));
   }
   if (b->writes == 0) {
     FinishSpill(pi, b);

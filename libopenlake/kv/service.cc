@@ -147,6 +147,8 @@ class KvService::Impl {
   void Stop() {
     if (stopped_) return;
     reactor_.CancelTimer(sweep_timer_);
+    if (spill_retry_armed_) reactor_.CancelTimer(spill_retry_);
+    spill_retry_armed_ = false;
     stopped_ = true;
     draining_ = false;
     StopServing();
@@ -360,8 +362,12 @@ class KvService::Impl {
           OL_ASSIGN_OR_RETURN(Pins pinned, pool_.Lookup(call.connection().id, ref, keys, NowNs()));
           if (!tier_ || pinned.hits.size() == keys.size()) return ReplyLookup(call, pinned);
           // The keys after the slab's prefix that the disk holds, up to the first in neither.
+          // At most a quarter of the slab per call, and kMaxPromote blocks.
+          const uint64_t slot = layout::SlotBytesFor(pool_.BlockBytesOf(ref.id));
+          const size_t most =
+              std::min<uint64_t>(kMaxPromote, std::max<uint64_t>(1, slab_->size() / 4 / slot));
           std::vector<uint32_t> wanted;
-          for (size_t i = pinned.hits.size(); i < keys.size() && wanted.size() < kMaxPromote; ++i) {
+          for (size_t i = pinned.hits.size(); i < keys.size() && wanted.size() < most; ++i) {
             if (pool_.Contains(ref.id, keys[i])) continue;
             if (!tier_->Contains(ref.id, keys[i])) break;
             wanted.push_back(static_cast<uint32_t>(i));
@@ -544,10 +550,12 @@ class KvService::Impl {
     if (!tier_ || stopped_ || (!options_.disk.spill && !draining_)) return;
     while (tier_->CanSpill() && pool_.dirty_blocks() > 0) {
       auto blocks = std::make_shared<std::vector<SpillBlock>>();
-      // Blocks being written stay pinned: a batch takes at most an eighth of the slab, and
-      // at most four are in flight, so writers and read-backs always find half the slab.
-      if (spill_batches_ >= 4) break;
-      const uint64_t max_bytes = std::min<uint64_t>(kSpillBatchBytes, slab_->size() / 8);
+      // Blocks being written stay pinned: a batch takes at most an eighth of the slab, and the
+      // batches in flight a quarter, so writers and read-backs always find room.
+      const uint64_t cap = slab_->size() / 4;
+      if (spill_batches_ >= 4 || spill_bytes_ >= cap) break;
+      const uint64_t max_bytes =
+          std::min<uint64_t>({kSpillBatchBytes, slab_->size() / 8, cap - spill_bytes_});
       if (pool_.TakeSpill(kSpillBatchBlocks, max_bytes, blocks.get()) == 0) break;
       std::vector<DiskTier::SpillItem> items(blocks->size());
       auto* base = static_cast<std::byte*>(slab_->base());
@@ -563,14 +571,31 @@ class KvService::Impl {
         it.token = b.slot;
         it.tag = b.generation;
       }
+      uint64_t batch_bytes = 0;
+      for (const SpillBlock& b : *blocks) batch_bytes += b.slot_bytes;
       ++spill_batches_;
-      tier_->Spill(std::move(items), [this, blocks](std::vector<std::pair<uint64_t, bool>> done) {
-        --spill_batches_;
-        for (size_t i = 0; i < done.size(); ++i) {
-          pool_.EndSpill((*blocks)[i].slot, (*blocks)[i].generation, done[i].second);
-        }
-        reactor_.Defer([this] { PumpSpill(); });
-      });
+      spill_bytes_ += batch_bytes;
+      tier_->Spill(std::move(items),
+                   [this, blocks, batch_bytes](std::vector<std::pair<uint64_t, bool>> done) {
+                     --spill_batches_;
+                     spill_bytes_ -= batch_bytes;
+                     size_t stored = 0;
+                     for (size_t i = 0; i < done.size(); ++i) {
+                       pool_.EndSpill((*blocks)[i].slot, (*blocks)[i].generation, done[i].second);
+                       stored += done[i].second;
+                     }
+                     if (stored > 0) {
+                       reactor_.Defer([this] { PumpSpill(); });
+                     } else if (!spill_retry_armed_ && !stopped_) {
+                       // Nothing found room (the disk is evicting ahead, or full of blocks being
+                       // read): try again shortly rather than spin.
+                       spill_retry_armed_ = true;
+                       spill_retry_ = reactor_.After(absl::Milliseconds(10), [this] {
+                         spill_retry_armed_ = false;
+                         PumpSpill();
+                       });
+                     }
+                   });
     }
   }
 
@@ -593,6 +618,9 @@ class KvService::Impl {
   absl::flat_hash_map<uint64_t, Promoting> promoting_;  // by session
   bool draining_ = false;
   uint32_t spill_batches_ = 0;  // in flight
+  uint64_t spill_bytes_ = 0;    // slot bytes they pin
+  bool spill_retry_armed_ = false;
+  io::TimerId spill_retry_;
   uint64_t drain_start_blocks_ = 0;
   uint64_t disk_hits_ = 0;
   uint64_t promoted_blocks_ = 0;
