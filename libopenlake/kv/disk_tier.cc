@@ -456,7 +456,7 @@ void DiskTier::Insert(const Ref& r) {
   ++p.live_blocks;
 }
 
-void DiskTier::Doom(const Ref& r, bool log) {
+void DiskTier::Doom(Ref r, bool log) {
   Path& p = paths_[r.path];
   Slot& sl = SlotAt(r);
   if (sl.st == St::kLive) {

@@ -256,7 +256,8 @@ class DiskTier {
   bool ReclaimSegment(uint32_t pi, int32_t cls);
   // Takes an entry out of the index and, with `log`, logs its Free; the slot is reused once that
   // is durable and no reader holds it (without `log`, the caller logs what frees it).
-  void Doom(const Ref& r, bool log);
+  // Takes `r` by value: callers pass the index's own entry, which Doom erases.
+  void Doom(Ref r, bool log);
   void ReleaseSlot(const Ref& r);
   void FinishRead(const Ref& r);
   void Insert(const Ref& r);
