@@ -10,7 +10,9 @@
 //         limit a local put or get can reach;
 //   redis   the store a user would pick instead: redis-server (started here, loopback, no
 //         persistence), 64 pipelined SETs then 64 pipelined GETs on one connection.
-// Then the control plane: Lookup of 1,000 keys in one call (then Release), p50 and p99.
+// Then the control plane: Lookup of 1,000 keys in one call (then Release), p50 and p99, and
+// alternating with it a Lookup of one key: the round trip's fixed cost (the RPC, two wake-ups),
+// so that the 1,000-key figure splits into that floor and the cost per key.
 //
 // Every figure is taken in steady state: Put repeats until a whole pass takes no page fault (the
 // slab pages are mapped), one warm-up round of every path touches the buffers and Redis's memory,
@@ -40,6 +42,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 
 #include "bench_util.h"
 #include "resp_client.h"
@@ -434,6 +437,7 @@ struct LookupResult {
   double other_load = NAN;
   double p50_us = NAN, p99_us = NAN;                            // Lookup alone
   double with_release_p50_us = NAN, with_release_p99_us = NAN;  // Lookup + Release
+  double one_key_p50_us = NAN;                                  // Lookup of one key
 };
 
 absl::StatusOr<LookupResult> BenchLookup(const Options& o, kv::Client& c,
@@ -454,9 +458,10 @@ absl::StatusOr<LookupResult> BenchLookup(const Options& o, kv::Client& c,
   if (put.stored != kLookupKeys) return absl::ResourceExhaustedError("lookup keys not all stored");
 
   LookupResult out;
-  std::vector<double> lookup_us, total_us;
+  std::vector<double> lookup_us, total_us, one_us;
   const int warmup = std::max(20, o.lookup_iters / 10);
   const LoadMeter load(servers);
+  const absl::Span<const kv::BlockKey> first(keys.data(), 1);
   for (int i = 0; i < warmup + o.lookup_iters; ++i) {
     const int64_t t0 = NowNs();
     OL_ASSIGN_OR_RETURN(kv::Pins pins, c.Lookup(ns, keys));
@@ -467,10 +472,16 @@ absl::StatusOr<LookupResult> BenchLookup(const Options& o, kv::Client& c,
     }
     OL_RETURN_IF_ERROR(c.Release({pins.batch}, {}, /*wait=*/true));
     const int64_t t2 = NowNs();
+    OL_ASSIGN_OR_RETURN(kv::Pins one, c.Lookup(ns, first));
+    const int64_t t3 = NowNs();
+    if (one.hits.size() != 1) return absl::DataLossError("Lookup of one stored key missed");
+    OL_RETURN_IF_ERROR(c.Release({one.batch}, {}, /*wait=*/true));
     if (i < warmup) continue;
     lookup_us.push_back(static_cast<double>(t1 - t0) / 1e3);
     total_us.push_back(static_cast<double>(t2 - t0) / 1e3);
+    one_us.push_back(static_cast<double>(t3 - t2) / 1e3);
   }
+  out.one_key_p50_us = Percentile(one_us, 50);
   out.other_load = load.OtherLoad();
   out.iters = o.lookup_iters;
   out.p50_us = Percentile(lookup_us, 50);
@@ -531,6 +542,7 @@ std::string JsonFor(const Options& o, const BlockResult& r, const LookupResult& 
       .Add("lookup1000_p99_us", l.p99_us, 1)
       .Add("lookup1000_release_p50_us", l.with_release_p50_us, 1)
       .Add("lookup1000_release_p99_us", l.with_release_p99_us, 1)
+      .Add("lookup1_p50_us", l.one_key_p50_us, 1)
       .Add("lookup_iters", l.iters)
       .Add("other_load", std::max(r.other_load, l.other_load), 2);
   if (!r.redis_note.empty()) j.Add("redis_note", r.redis_note);
@@ -541,8 +553,10 @@ void PrintLookup(const LookupResult& l) {
   std::printf(
       "Lookup of 1000 keys in one call, %d calls: p50 %.1f us, p99 %.1f us "
       "(bar: p50 <= 50, p99 <= 200); with Release: p50 %.1f us, p99 %.1f us\n"
+      "  Lookup of 1 key (the round trip alone): p50 %.1f us; so %.0f ns per key beyond it\n"
       "  other processes took %.0f%% of the CPUs meanwhile%s\n",
-      l.iters, l.p50_us, l.p99_us, l.with_release_p50_us, l.with_release_p99_us, l.other_load * 100,
+      l.iters, l.p50_us, l.p99_us, l.with_release_p50_us, l.with_release_p99_us, l.one_key_p50_us,
+      (l.p50_us - l.one_key_p50_us) * 1e3 / (kLookupKeys - 1), l.other_load * 100,
       l.other_load > 0.10 ? " (WARNING: figures skewed)" : "");
 }
 

@@ -23,7 +23,7 @@ Pool::Pool(void* slab, PoolOptions options)
   RandomBytes(&scrub_state_, sizeof(scrub_state_));
 }
 
-Pool::SlotMeta* Pool::Meta(uint64_t slot) {
+inline Pool::SlotMeta* Pool::Meta(uint64_t slot) {
   const uint32_t seg = SegOf(slot);
   const uint32_t idx = IdxOf(slot);
   if (seg >= segments_.size() || idx >= segments_[seg].slots.size()) return nullptr;
@@ -39,7 +39,7 @@ SlotHeader* Pool::Shm(uint64_t slot) {
   return reinterpret_cast<SlotHeader*>(seg + sizeof(layout::SegmentHeader)) + IdxOf(slot);
 }
 
-uint64_t Pool::OffsetOf(uint64_t slot) const {
+inline uint64_t Pool::OffsetOf(uint64_t slot) const {
   const Segment& s = segments_[SegOf(slot)];
   return s.data_offset + uint64_t{IdxOf(slot)} * s.slot_bytes;
 }
@@ -351,13 +351,13 @@ void Pool::Unbind(uint64_t slot) {
   }
 }
 
-void Pool::Touch(SlotMeta* m, uint64_t slot, int64_t stamp) {
+inline void Pool::Touch(SlotMeta* m, uint64_t slot, int64_t stamp) {
   m->stamp = stamp;
   Segment& s = segments_[SegOf(slot)];
   if (stamp > s.stamp) s.stamp = stamp;
 }
 
-void Pool::Pin(uint64_t slot) {
+inline void Pool::Pin(uint64_t slot) {
   SlotMeta* m = Meta(slot);
   if (m->pins++ == 0) {
     ++pinned_;
@@ -367,7 +367,7 @@ void Pool::Pin(uint64_t slot) {
   }
 }
 
-void Pool::Unpin(uint64_t slot) {
+inline void Pool::Unpin(uint64_t slot) {
   SlotMeta* m = Meta(slot);
   OL_DCHECK(m->pins > 0);
   if (--m->pins > 0) return;
@@ -599,27 +599,41 @@ absl::StatusOr<Pins> Pool::Lookup(uint64_t session, NsRef ref, absl::Span<const 
     counters_.lookup_keys += keys.size();
   }
   Pins out;
-  out.hits.reserve(keys.size());
+  // Sized for every key and cut to the hits at the end: no capacity checks per key.
+  out.hits.resize(keys.size());
   const int64_t stamp = Stamp(now_ns);
   PinBatch batch;
   batch.deadline_ns = now_ns + options_.lease_ns;
-  batch.slots.reserve(keys.size());
-  // The index is far larger than the cache in a full pool: prefetch a few keys ahead.
+  batch.slots.resize(keys.size());
+  size_t n = 0;
+  // An index far larger than the cache (a full pool of small blocks) misses in it on every
+  // probe: then prefetch a few keys ahead. A smaller one is cache-resident, where prefetching
+  // only hashes every key twice.
   constexpr size_t kAhead = 8;
-  for (size_t i = 0; i < std::min(kAhead, keys.size()); ++i) {
-    index_.prefetch(IndexKey{ns->ns.id, keys[i]});
+  const bool prefetch = index_.size() > kPrefetchAbove;
+  if (prefetch) {
+    for (size_t i = 0; i < std::min(kAhead, keys.size()); ++i) {
+      index_.prefetch(IndexKey{ns->ns.id, keys[i]});
+    }
   }
+  const IndexKeyHash hash;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (i + kAhead < keys.size()) index_.prefetch(IndexKey{ns->ns.id, keys[i + kAhead]});
-    auto it = index_.find(IndexKey{ns->ns.id, keys[i]});
+    if (prefetch && i + kAhead < keys.size()) {
+      index_.prefetch(IndexKey{ns->ns.id, keys[i + kAhead]});
+    }
+    const IndexKey k{ns->ns.id, keys[i]};
+    auto it = index_.find(k, hash(k));
     if (it == index_.end()) break;
     const uint64_t slot = it->second;
     SlotMeta* m = Meta(slot);
     Pin(slot);
     Touch(m, slot, stamp);
-    batch.slots.push_back(slot);
-    out.hits.push_back(SlotHit{slot, OffsetOf(slot), m->generation, m->checksum});
+    batch.slots[n] = slot;
+    out.hits[n] = SlotHit{slot, OffsetOf(slot), m->generation, m->checksum};
+    ++n;
   }
+  out.hits.resize(n);
+  batch.slots.resize(n);
   if (count) {
     counters_.hits += out.hits.size();
     counters_.misses += keys.size() - out.hits.size();

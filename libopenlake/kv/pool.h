@@ -284,6 +284,8 @@ class Pool {
   void Scrub(uint64_t slot);
 
   static constexpr uint64_t kNil = ~uint64_t{0};
+  // Index entries past which Lookup prefetches (about 8 MiB of index: beyond a core's L2).
+  static constexpr size_t kPrefetchAbove = 1 << 17;
 
   PoolOptions options_;
   void* base_;

@@ -38,7 +38,13 @@ class BlockKey {
   // Takes the first kMaxKeyBytes bytes of `bytes` (callers pass at most that many).
   explicit BlockKey(std::string_view bytes) {
     len_ = static_cast<uint8_t>(bytes.size() < kMaxKeyBytes ? bytes.size() : kMaxKeyBytes);
-    std::memcpy(bytes_.data(), bytes.data(), len_);
+    // A full-length key (a 32-byte block hash, the common case) is a fixed-size copy the
+    // compiler inlines; a variable length is a call into libc.
+    if (len_ == kMaxKeyBytes) {
+      std::memcpy(bytes_.data(), bytes.data(), kMaxKeyBytes);
+    } else {
+      std::memcpy(bytes_.data(), bytes.data(), len_);
+    }
   }
   std::string_view bytes() const {
     return std::string_view(reinterpret_cast<const char*>(bytes_.data()), len_);
