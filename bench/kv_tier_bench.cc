@@ -8,10 +8,13 @@
 //           spilling), at the rate the disk tier takes them without dropping a block (the writer
 //           waits whenever more than half the slab is blocks the disk lacks): GB/s stored;
 //   fio_write  fio sequential O_DIRECT writes of the same bytes, same block size, io_uring,
-//           depth 16, once, to a new file in the same folder (before and after ours, the mean):
-//           like the tier's preallocated data
+//           depth 16, to a new file in the same folder: like the tier's preallocated data
 //           file, every extent is written for the first time (on ext4 an overwrite of written
-//           extents runs up to 1.5x faster than that, so fio must not loop over its file);
+//           extents runs up to 1.5x faster than that, so fio must not loop over its file).
+//           The drive's rate drifts by a third from one minute to the next here, so the two
+//           alternate: fio, spill, fio, spill, fio, spill, fio (one round in --quick), each
+//           spill round a new working set; spill_over_fio is the median over the rounds of each
+//           spill against the mean of the fio runs either side of it;
 //   disk_get  kv::Client::Get of disk-resident blocks in random order, in batches (each batch
 //           read back with one O_DIRECT read per block, CRC-64 checked, then copied out as a RAM
 //           hit): GB/s delivered;
@@ -66,6 +69,7 @@ struct Options {
   std::string fio = "fio";
   uint64_t working_set_mb = 1024;
   double fio_seconds = 3;
+  int spill_rounds = 3;
 };
 
 struct Daemon {
@@ -157,7 +161,9 @@ absl::StatusOr<double> RunFio(const Options& o, const std::string& scratch, cons
 struct Figures {
   uint32_t block_bytes = 0;
   size_t batch = 0;  // blocks per Put and Get: the depth of the disk reads
-  double spill_GBps = NAN, fio_write_GBps = NAN;
+  double spill_GBps = NAN, fio_write_GBps = NAN;  // medians over the rounds
+  double spill_over_fio = NAN;                    // median of the rounds' ratios
+  int spill_rounds = 0;
   double disk_get_GBps = NAN, fio_randread_GBps = NAN;
   double ram_get_GBps = NAN, memcpy_GBps = NAN;
   double restart_hit_fraction = NAN, restart_first_hit_s = NAN;
@@ -179,7 +185,11 @@ absl::StatusOr<Figures> RunOne(const Options& o, uint32_t block) {
   f.batch = batch;
   OL_ASSIGN_OR_RETURN(TempDir scratch, TempDir::Create(o.dir, "openlake-tierbench-"));
   const std::string dir = scratch.path();
-  OL_ASSIGN_OR_RETURN(Daemon d, StartDaemon(o, dir, slab, bytes + bytes / 4 + (256ull << 20)));
+  const int rounds = std::max(1, o.spill_rounds);
+  f.spill_rounds = rounds;
+  // Room on disk for every round's working set: no round pays for evicting an earlier one.
+  OL_ASSIGN_OR_RETURN(Daemon d,
+                      StartDaemon(o, dir, slab, rounds * (bytes + bytes / 4) + (256ull << 20)));
   OL_RETURN_IF_ERROR(Spawn(o, dir, d));
   OL_ASSIGN_OR_RETURN(auto c, ConnectKv(d));
   kv::LayoutFingerprint fp;
@@ -195,44 +205,72 @@ absl::StatusOr<Figures> RunOne(const Options& o, uint32_t block) {
     src_ptrs.push_back(src.data() + i * block);
     dst_ptrs.push_back(dst.data() + i * block);
   }
-  std::vector<kv::BlockKey> keys(count);
-  for (size_t i = 0; i < count; ++i) keys[i] = MakeKey(i * 131 + block);
+  // Every round's keys; the phases after the spill rounds use the last round's.
+  std::vector<kv::BlockKey> all_keys(count * rounds);
+  for (size_t i = 0; i < all_keys.size(); ++i) all_keys[i] = MakeKey(i * 131 + block);
+  const std::vector<kv::BlockKey> keys(all_keys.end() - count, all_keys.end());
 
-  // fio's first write, before ours (a second comes after: the drive's rate drifts).
-  const std::string file = dir + "/fio.dat";
-  auto w_before = RunFio(o, dir, file, "write", block, 16, bytes);
-  std::remove(file.c_str());
-
-  // (b) Sustained puts, paced by the disk tier.
-  const int64_t t0 = NowNs();
-  for (size_t b = 0; b < count; b += batch) {
-    std::vector<kv::BlockKey> k(keys.begin() + b, keys.begin() + b + batch);
-    // Each block differs: its first word is its index.
-    for (size_t i = 0; i < batch; ++i) std::memcpy(src.data() + i * block, &b, sizeof(b));
-    // A put that finds the slab short of room (slots pinned while they are written to disk)
-    // stores a prefix; the rest goes again once the disk has caught up.
-    size_t stored = 0;
-    for (int tries = 0; stored < batch; ++tries) {
-      std::vector<kv::BlockKey> rest(k.begin() + stored, k.end());
-      std::vector<const void*> rest_src(src_ptrs.begin() + stored, src_ptrs.end());
-      auto put = c->Put(ns, rest, rest_src);
-      if (put.ok()) stored += put->stored;
-      if (stored == batch) break;
-      if (tries > 30000) return absl::InternalError("puts found no room for 30 s");
-      usleep(1000);
+  // (b) Sustained puts of one round's working set, paced by the disk tier: GB/s.
+  auto spill_round = [&](const kv::BlockKey* round_keys) -> absl::StatusOr<double> {
+    const int64_t t0 = NowNs();
+    for (size_t b = 0; b < count; b += batch) {
+      std::vector<kv::BlockKey> k(round_keys + b, round_keys + b + batch);
+      // Each block differs: its first word is its index.
+      for (size_t i = 0; i < batch; ++i) std::memcpy(src.data() + i * block, &b, sizeof(b));
+      // A put that finds the slab short of room (slots pinned while they are written to disk)
+      // stores a prefix; the rest goes again once the disk has caught up.
+      size_t stored = 0;
+      for (int tries = 0; stored < batch; ++tries) {
+        std::vector<kv::BlockKey> rest(k.begin() + stored, k.end());
+        std::vector<const void*> rest_src(src_ptrs.begin() + stored, src_ptrs.end());
+        auto put = c->Put(ns, rest, rest_src);
+        if (put.ok()) stored += put->stored;
+        if (stored == batch) break;
+        if (tries > 30000) return absl::InternalError("puts found no room for 30 s");
+        usleep(1000);
+      }
+      for (;;) {
+        OL_ASSIGN_OR_RETURN(kv::PoolStats st, c->Stats());
+        if (st.dirty_blocks <= slab / block / 2) break;
+        usleep(500);
+      }
     }
     for (;;) {
       OL_ASSIGN_OR_RETURN(kv::PoolStats st, c->Stats());
-      if (st.dirty_blocks <= slab / block / 2) break;
+      if (st.dirty_blocks == 0) break;
       usleep(500);
     }
+    return static_cast<double>(bytes) / kGB / (static_cast<double>(NowNs() - t0) / 1e9);
+  };
+
+  // fio and our spill alternate, fio first and last.
+  const std::string file = dir + "/fio.dat";
+  std::vector<double> fio_w, spills, ratios;
+  absl::Status fio_status;
+  auto fio_write = [&]() {
+    auto w = RunFio(o, dir, file, "write", block, 16, bytes);
+    std::remove(file.c_str());
+    if (w.ok()) {
+      fio_w.push_back(*w / kGB);
+    } else {
+      fio_status = w.status();
+      fio_w.push_back(NAN);
+    }
+  };
+  fio_write();
+  for (int r = 0; r < rounds; ++r) {
+    OL_ASSIGN_OR_RETURN(double gbps, spill_round(all_keys.data() + r * count));
+    spills.push_back(gbps);
+    fio_write();
+    ratios.push_back(gbps / ((fio_w[r] + fio_w[r + 1]) / 2));
+    std::printf("  round %d: fio %.2f, spill %.2f, fio %.2f GB/s\n", r + 1, fio_w[r], gbps,
+                fio_w[r + 1]);
   }
-  for (;;) {
-    OL_ASSIGN_OR_RETURN(kv::PoolStats st, c->Stats());
-    if (st.dirty_blocks == 0) break;
-    usleep(500);
+  f.spill_GBps = Median(spills);
+  if (fio_status.ok()) {  // else fio's figures stay NaN (and its error is printed below)
+    f.fio_write_GBps = Median(fio_w);
+    f.spill_over_fio = Median(ratios);
   }
-  f.spill_GBps = static_cast<double>(bytes) / kGB / (static_cast<double>(NowNs() - t0) / 1e9);
 
   // (a) Gets of disk-resident blocks: the first half of the working set left the slab long ago.
   std::vector<size_t> order(count / 2);
@@ -305,15 +343,15 @@ absl::StatusOr<Figures> RunOne(const Options& o, uint32_t block) {
   c.reset();
   d.child.Stop(absl::Seconds(60));
 
-  // The baselines, on a new file in the same folder.
+  // The read baseline, on a new file in the same folder (written first).
   auto w = RunFio(o, dir, file, "write", block, 16, bytes);
-  if (w.ok() && w_before.ok()) f.fio_write_GBps = (*w + *w_before) / 2 / kGB;
-  auto r = RunFio(o, dir, file, "randread", block, static_cast<int>(batch), bytes);
+  auto r = w.ok() ? RunFio(o, dir, file, "randread", block, static_cast<int>(batch), bytes)
+                  : absl::StatusOr<double>(w.status());
   std::remove(file.c_str());
   if (r.ok()) f.fio_randread_GBps = *r / kGB;
-  if (!w.ok() || !r.ok()) {
+  if (!fio_status.ok() || !r.ok()) {
     std::fprintf(stderr, "kv_tier_bench: fio: %s\n",
-                 std::string((w.ok() ? r.status() : w.status()).message()).c_str());
+                 std::string((fio_status.ok() ? r.status() : fio_status).message()).c_str());
   }
   return f;
 }
@@ -327,6 +365,8 @@ int Main(int argc, char** argv) {
   app.add_option("--dir", o.dir, "where the disk tier and fio's file go (a disk, not tmpfs)");
   app.add_option("--fio", o.fio, "fio");
   app.add_option("--working-set-mb", o.working_set_mb, "blocks written per block size");
+  app.add_option("--spill-rounds", o.spill_rounds, "spill rounds, each between two fio writes")
+      ->check(CLI::Range(1, 10));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -335,6 +375,7 @@ int Main(int argc, char** argv) {
   if (o.quick) {
     o.working_set_mb = 256;
     o.fio_seconds = 1;
+    o.spill_rounds = 1;
   }
   PrintMachine(ProbeMachine(0));
   PrintBackgroundLoad(BackgroundLoad(absl::Milliseconds(300)));
@@ -348,13 +389,14 @@ int Main(int argc, char** argv) {
     }
     std::printf(
         "%4u KiB blocks, %llu MiB working set, batches of %zu:\n"
-        "  spill   %6.2f GB/s stored (fio seq write %6.2f GB/s): %.2f; %llu dropped\n"
+        "  spill   %6.2f GB/s stored (fio seq write %6.2f GB/s): %.2f (median of %d "
+        "alternating rounds); %llu dropped\n"
         "  disk get %5.2f GB/s (fio randread, same depth, %6.2f GB/s): %.2f; %llu from disk\n"
         "  RAM get %6.2f GB/s (memcpy %6.2f GB/s): %.2f\n"
         "  restart: first hit after %.3f s, %.4f of the working set hits; recovery %.3f s "
         "(100 GiB of 256 KiB blocks: %.2f s)\n",
         block >> 10, static_cast<unsigned long long>(o.working_set_mb), f->batch, f->spill_GBps,
-        f->fio_write_GBps, Ratio(f->spill_GBps, f->fio_write_GBps),
+        f->fio_write_GBps, f->spill_over_fio, f->spill_rounds,
         static_cast<unsigned long long>(f->spill_drops), f->disk_get_GBps, f->fio_randread_GBps,
         Ratio(f->disk_get_GBps, f->fio_randread_GBps),
         static_cast<unsigned long long>(f->disk_hits), f->ram_get_GBps, f->memcpy_GBps,
@@ -371,7 +413,8 @@ int Main(int argc, char** argv) {
         .Add("disk_get_over_fio", Ratio(f->disk_get_GBps, f->fio_randread_GBps))
         .Add("spill_GBps", f->spill_GBps)
         .Add("fio_write_GBps", f->fio_write_GBps)
-        .Add("spill_over_fio", Ratio(f->spill_GBps, f->fio_write_GBps))
+        .Add("spill_over_fio", f->spill_over_fio)
+        .Add("spill_rounds", static_cast<uint64_t>(f->spill_rounds))
         .Add("spill_drops", f->spill_drops)
         .Add("ram_get_GBps", f->ram_get_GBps)
         .Add("memcpy_GBps", f->memcpy_GBps)

@@ -550,12 +550,13 @@ class KvService::Impl {
     if (!tier_ || stopped_ || (!options_.disk.spill && !draining_)) return;
     while (tier_->CanSpill() && pool_.dirty_blocks() > 0) {
       auto blocks = std::make_shared<std::vector<SpillBlock>>();
-      // Blocks being written stay pinned: a batch takes at most an eighth of the slab, and the
-      // batches in flight a quarter, so writers and read-backs always find room.
+      // Blocks being written stay pinned: a batch takes at most a sixteenth of the slab, and
+      // the batches in flight a quarter, so writers and read-backs always find room, and four
+      // batches fit in that quarter (the drive writes one while another syncs).
       const uint64_t cap = slab_->size() / 4;
       if (spill_batches_ >= 4 || spill_bytes_ >= cap) break;
       const uint64_t max_bytes =
-          std::min<uint64_t>({kSpillBatchBytes, slab_->size() / 8, cap - spill_bytes_});
+          std::min<uint64_t>({kSpillBatchBytes, slab_->size() / 16, cap - spill_bytes_});
       if (pool_.TakeSpill(kSpillBatchBlocks, max_bytes, blocks.get()) == 0) break;
       std::vector<DiskTier::SpillItem> items(blocks->size());
       auto* base = static_cast<std::byte*>(slab_->base());
