@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/types/span.h"
+
 #include "kv/disk_tier.h"
 #include "kv/pool.h"
 #include "kv/slab.h"
@@ -482,9 +484,28 @@ class KvService::Impl {
   void Promote(net::RpcCall call, NsRef ref, std::vector<BlockKey> keys, Pins first,
                std::vector<uint32_t> wanted) {
     const uint64_t session = call.connection().id;
+    // Keys between the read-back ones that the slab holds stay pinned until the answer: the
+    // slots reserved below evict the oldest blocks, which they may be, and the answer's prefix
+    // would stop at them.
+    std::vector<uint64_t> held;
+    const int64_t t0 = NowNs();
+    for (size_t i = first.hits.size(), j = 0; j < wanted.size(); ++i) {
+      if (i == wanted[j]) {
+        ++j;
+        continue;
+      }
+      size_t end = i + 1;
+      while (j < wanted.size() && end < wanted[j]) ++end;
+      absl::StatusOr<Pins> run = pool_.Lookup(Pool::kInternalSession, ref,
+                                              absl::MakeConstSpan(keys).subspan(i, end - i), t0,
+                                              /*count=*/false);
+      if (run.ok() && run->batch != 0) held.push_back(run->batch);
+      i = end - 1;
+    }
     auto grants = pool_.Reserve(Pool::kInternalSession, ref, static_cast<uint32_t>(wanted.size()),
-                                /*allow_partial=*/true, NowNs());
+                                /*allow_partial=*/true, t0);
     if (!grants.ok() || grants->empty()) {
+      (void)pool_.Release(Pool::kInternalSession, held, {});
       (void)ReplyLookup(call, first);
       return;
     }
@@ -498,7 +519,7 @@ class KvService::Impl {
     ++promoting_[session].count;
     tier_->Read(std::move(items), [this, call = std::move(call), ref, keys = std::move(keys),
                                    first = std::move(first), wanted = std::move(wanted),
-                                   grants = *std::move(grants),
+                                   grants = *std::move(grants), held = std::move(held),
                                    session](std::vector<DiskTier::ReadResult> res) mutable {
       std::vector<CommitEntry> entries;
       std::vector<uint64_t> unused;
@@ -525,8 +546,12 @@ class KvService::Impl {
       auto pit = promoting_.find(session);
       const bool closed = pit->second.closed;
       if (--pit->second.count == 0) promoting_.erase(pit);
-      if (closed) return;  // the client left: its pins ended with its session
+      if (closed) {  // the client left: its pins ended with its session
+        (void)pool_.Release(Pool::kInternalSession, held, {});
+        return;
+      }
       absl::StatusOr<Pins> second = pool_.Lookup(session, ref, keys, now, /*count=*/false);
+      (void)pool_.Release(Pool::kInternalSession, held, {});
       if (!second.ok()) {
         (void)ReplyLookup(call, first);
         return;
