@@ -489,18 +489,15 @@ class KvService::Impl {
     // would stop at them.
     std::vector<uint64_t> held;
     const int64_t t0 = NowNs();
-    for (size_t i = first.hits.size(), j = 0; j < wanted.size(); ++i) {
-      if (i == wanted[j]) {
-        ++j;
-        continue;
+    size_t i = first.hits.size();
+    for (uint32_t w : wanted) {
+      if (i < w) {  // keys [i, w) are the slab's
+        absl::StatusOr<Pins> run =
+            pool_.Lookup(Pool::kInternalSession, ref, absl::MakeConstSpan(keys).subspan(i, w - i),
+                         t0, /*count=*/false);
+        if (run.ok() && run->batch != 0) held.push_back(run->batch);
       }
-      size_t end = i + 1;
-      while (j < wanted.size() && end < wanted[j]) ++end;
-      absl::StatusOr<Pins> run = pool_.Lookup(Pool::kInternalSession, ref,
-                                              absl::MakeConstSpan(keys).subspan(i, end - i), t0,
-                                              /*count=*/false);
-      if (run.ok() && run->batch != 0) held.push_back(run->batch);
-      i = end - 1;
+      i = w + 1;
     }
     auto grants = pool_.Reserve(Pool::kInternalSession, ref, static_cast<uint32_t>(wanted.size()),
                                 /*allow_partial=*/true, t0);
