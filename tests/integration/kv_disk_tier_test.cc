@@ -76,56 +76,27 @@ int WriteBlocks(const std::string& addr, int first, int n, bool paced) {
   return 0;
 }
 
-// Reads blocks [first, first+n) one at a time: counts those served, and any served wrong.
 struct ReadBack {
   int hits = 0;
   int wrong = 0;
   int errors = 0;
 };
-ReadBack ReadBlocks(const std::string& addr, int first, int n) {
-  ReadBack r;
-  auto c = Client::Connect(addr);
-  REQUIRE(c.ok());
-  auto ns = (*c)->OpenNamespace("tier", Fp(), kBlock);
-  REQUIRE(ns.ok());
-  std::vector<uint8_t> want(kBlock), got(kBlock);
-  for (int b = first; b < first + n; ++b) {
-    std::vector<BlockKey> k = {KeyOf(1, b)};
-    std::vector<void*> dst = {got.data()};
-    auto g = (*c)->Get(*ns, k, dst);
-    if (!g.ok()) {
-      ++r.errors;
-      continue;
-    }
-    if (g->loaded != 1) continue;
-    Fill(want, 1, b);
-    if (got == want) {
-      ++r.hits;
-    } else {
-      ++r.wrong;
-    }
-  }
-  return r;
-}
 
-// Reads blocks [0, n) in a shuffled order, kBatch per Get: most batches mix blocks the slab
-// still holds with blocks only the disk has.
-ReadBack ReadShuffled(const std::string& addr, int n) {
+// Reads `blocks` (writer 1's indexes), `per_get` to a Get: counts those served, and any served
+// wrong. A Get's answer is its leading hits: a miss ends what that Get serves.
+ReadBack ReadBlocks(const std::string& addr, const std::vector<int>& blocks, size_t per_get) {
   ReadBack r;
   auto c = Client::Connect(addr);
   REQUIRE(c.ok());
   auto ns = (*c)->OpenNamespace("tier", Fp(), kBlock);
   REQUIRE(ns.ok());
-  std::vector<int> order(n);
-  for (int i = 0; i < n; ++i) order[i] = i;
-  std::shuffle(order.begin(), order.end(), std::mt19937(11));
-  std::vector<std::vector<uint8_t>> got(kBatch, std::vector<uint8_t>(kBlock));
+  std::vector<std::vector<uint8_t>> got(per_get, std::vector<uint8_t>(kBlock));
   std::vector<uint8_t> want(kBlock);
-  for (int b = 0; b + kBatch <= n; b += kBatch) {
+  for (size_t b = 0; b < blocks.size(); b += per_get) {
     std::vector<BlockKey> k;
     std::vector<void*> dst;
-    for (int i = 0; i < kBatch; ++i) {
-      k.push_back(KeyOf(1, order[b + i]));
+    for (size_t i = 0; i < per_get && b + i < blocks.size(); ++i) {
+      k.push_back(KeyOf(1, blocks[b + i]));
       dst.push_back(got[i].data());
     }
     auto g = (*c)->Get(*ns, k, dst);
@@ -134,7 +105,7 @@ ReadBack ReadShuffled(const std::string& addr, int n) {
       continue;
     }
     for (size_t i = 0; i < g->loaded; ++i) {
-      Fill(want, 1, order[b + i]);
+      Fill(want, 1, blocks[b + i]);
       if (got[i] == want) {
         ++r.hits;
       } else {
@@ -143,6 +114,22 @@ ReadBack ReadShuffled(const std::string& addr, int n) {
     }
   }
   return r;
+}
+
+// Reads blocks [first, first+n) one at a time.
+ReadBack ReadBlocks(const std::string& addr, int first, int n) {
+  std::vector<int> blocks(n);
+  for (int i = 0; i < n; ++i) blocks[i] = first + i;
+  return ReadBlocks(addr, blocks, 1);
+}
+
+// Reads blocks [0, n) in a shuffled order, kBatch per Get: most batches mix blocks the slab
+// still holds with blocks only the disk has.
+ReadBack ReadShuffled(const std::string& addr, int n) {
+  std::vector<int> order(n);
+  for (int i = 0; i < n; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937(11));
+  return ReadBlocks(addr, order, kBatch);
 }
 
 }  // namespace
