@@ -37,6 +37,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -160,6 +161,42 @@ absl::StatusOr<double> RunFio(const Options& o, const std::string& scratch, cons
   return bw;
 }
 
+// Our rate and fio's (GB/s) measured in turn: fio, ours, fio, ..., ours, fio, with `n` of ours
+// (the drive's rate drifts too much for one of each), each against the mean of the fio runs
+// either side of it. `ours(i, &note)` measures the i-th; each turn is printed as
+// "  <turn> i: fio F, <name> O, fio F GB/s<note>".
+struct Alternated {
+  double ours = NAN, fio = NAN, ratio = NAN;  // medians; fio's and the ratio NaN when fio failed
+  absl::Status fio_status;
+};
+absl::StatusOr<Alternated> Alternate(
+    int n, const char* turn, const char* name, const std::function<absl::StatusOr<double>()>& fio,
+    const std::function<absl::StatusOr<double>(int, std::string*)>& ours) {
+  Alternated a;
+  std::vector<double> fios, mine, ratios;
+  auto run_fio = [&] {
+    absl::StatusOr<double> r = fio();
+    if (!r.ok() && a.fio_status.ok()) a.fio_status = r.status();
+    fios.push_back(r.ok() ? *r / kGB : NAN);
+  };
+  run_fio();
+  for (int i = 0; i < n; ++i) {
+    std::string note;
+    OL_ASSIGN_OR_RETURN(double gbps, ours(i, &note));
+    mine.push_back(gbps);
+    run_fio();
+    ratios.push_back(gbps / ((fios[i] + fios[i + 1]) / 2));
+    std::printf("  %s %d: fio %.2f, %s %.2f, fio %.2f GB/s%s\n", turn, i + 1, fios[i], name, gbps,
+                fios[i + 1], note.c_str());
+  }
+  a.ours = Median(mine);
+  if (a.fio_status.ok()) {
+    a.fio = Median(fios);
+    a.ratio = Median(ratios);
+  }
+  return a;
+}
+
 struct Figures {
   uint32_t block_bytes = 0;
   size_t batch = 0;  // blocks per Put and Get: the depth of the disk reads
@@ -252,33 +289,22 @@ absl::StatusOr<Figures> RunOne(const Options& o, uint32_t block) {
 
   // fio and our spill alternate, fio first and last.
   const std::string file = dir + "/fio.dat";
-  std::vector<double> fio_w, spills, ratios;
-  absl::Status fio_status;
-  auto fio_write = [&]() {
-    auto w = RunFio(o, dir, file, "write", block, 16, bytes);
-    std::remove(file.c_str());
-    if (w.ok()) {
-      fio_w.push_back(*w / kGB);
-    } else {
-      fio_status = w.status();
-      fio_w.push_back(NAN);
-    }
-  };
   OL_RETURN_IF_ERROR(spill_round(all_keys.data(), warm_blocks).status());
-  fio_write();
-  for (int r = 0; r < rounds; ++r) {
-    OL_ASSIGN_OR_RETURN(double gbps, spill_round(all_keys.data() + warm_blocks + r * count, count));
-    spills.push_back(gbps);
-    fio_write();
-    ratios.push_back(gbps / ((fio_w[r] + fio_w[r + 1]) / 2));
-    std::printf("  round %d: fio %.2f, spill %.2f, fio %.2f GB/s\n", r + 1, fio_w[r], gbps,
-                fio_w[r + 1]);
-  }
-  f.spill_GBps = Median(spills);
-  if (fio_status.ok()) {  // else fio's figures stay NaN (and its error is printed below)
-    f.fio_write_GBps = Median(fio_w);
-    f.spill_over_fio = Median(ratios);
-  }
+  OL_ASSIGN_OR_RETURN(Alternated spill,
+                      Alternate(
+                          rounds, "round", "spill",
+                          [&]() {
+                            auto w = RunFio(o, dir, file, "write", block, 16, bytes);
+                            std::remove(file.c_str());
+                            return w;
+                          },
+                          [&](int r, std::string*) {
+                            return spill_round(all_keys.data() + warm_blocks + r * count, count);
+                          }));
+  f.spill_GBps = spill.ours;
+  f.fio_write_GBps = spill.fio;  // NaN when fio failed (its error is printed below)
+  f.spill_over_fio = spill.ratio;
+  absl::Status fio_status = spill.fio_status;
 
   // (a) Gets of disk-resident blocks: the first half of the last working set left the slab long
   // ago. In passes that alternate with fio's random reads of a file as large, written now in
@@ -289,43 +315,38 @@ absl::StatusOr<Figures> RunOne(const Options& o, uint32_t block) {
   std::shuffle(order.begin(), order.end(), std::mt19937_64(7));
   auto w = RunFio(o, dir, file, "write", block, 16, bytes);
   if (!w.ok() && fio_status.ok()) fio_status = w.status();
-  std::vector<double> fio_r, gets, get_ratios;
-  auto fio_randread = [&]() {
-    auto r = w.ok() ? RunFio(o, dir, file, "randread", block, static_cast<int>(batch), bytes)
-                    : absl::StatusOr<double>(w.status());
-    if (!r.ok() && fio_status.ok()) fio_status = r.status();
-    fio_r.push_back(r.ok() ? *r / kGB : NAN);
-  };
   OL_ASSIGN_OR_RETURN(kv::PoolStats before, c->Stats());
-  fio_randread();
   const size_t per_pass = order.size() / passes / batch * batch;
-  for (int pass = 0; pass < passes; ++pass) {
-    const int64_t t1 = NowNs();
-    size_t got = 0;
-    for (size_t b = pass * per_pass; b + batch <= (pass + 1) * per_pass; b += batch) {
-      std::vector<kv::BlockKey> k;
-      for (size_t i = 0; i < batch; ++i) k.push_back(keys[order[b + i]]);
-      OL_ASSIGN_OR_RETURN(kv::GetResult g, c->Get(ns, k, dst_ptrs));
-      got += g.loaded;
-    }
-    const double gbps =
-        static_cast<double>(got) * block / kGB / (static_cast<double>(NowNs() - t1) / 1e9);
-    gets.push_back(gbps);
-    fio_randread();
-    get_ratios.push_back(gbps / ((fio_r[pass] + fio_r[pass + 1]) / 2));
-    std::printf("  get pass %d: fio %.2f, disk get %.2f, fio %.2f GB/s (%zu of %zu blocks hit)\n",
-                pass + 1, fio_r[pass], gbps, fio_r[pass + 1], got, per_pass);
-  }
+  OL_ASSIGN_OR_RETURN(
+      Alternated get,
+      Alternate(
+          passes, "get pass", "disk get",
+          [&]() {
+            return w.ok() ? RunFio(o, dir, file, "randread", block, static_cast<int>(batch), bytes)
+                          : absl::StatusOr<double>(w.status());
+          },
+          [&](int pass, std::string* note) -> absl::StatusOr<double> {
+            const int64_t t1 = NowNs();
+            size_t got = 0;
+            for (size_t b = pass * per_pass; b + batch <= (pass + 1) * per_pass; b += batch) {
+              std::vector<kv::BlockKey> k;
+              for (size_t i = 0; i < batch; ++i) k.push_back(keys[order[b + i]]);
+              OL_ASSIGN_OR_RETURN(kv::GetResult g, c->Get(ns, k, dst_ptrs));
+              got += g.loaded;
+            }
+            *note = " (" + std::to_string(got) + " of " + std::to_string(per_pass) + " blocks hit)";
+            return static_cast<double>(got) * block / kGB /
+                   (static_cast<double>(NowNs() - t1) / 1e9);
+          }));
   std::remove(file.c_str());
+  if (fio_status.ok()) fio_status = get.fio_status;
   OL_ASSIGN_OR_RETURN(kv::PoolStats after, c->Stats());
   f.disk_hits = after.disk_hits - before.disk_hits;
   f.checksum_errors = after.disk_checksum_errors;
   f.spill_drops = after.spill_drops;
-  f.disk_get_GBps = Median(gets);
-  if (fio_status.ok()) {
-    f.fio_randread_GBps = Median(fio_r);
-    f.disk_get_over_fio = Median(get_ratios);
-  }
+  f.disk_get_GBps = get.ours;
+  f.fio_randread_GBps = get.fio;
+  f.disk_get_over_fio = get.ratio;
 
   // The RAM path: the last batch again and again (it is in the slab now), against memcpy.
   {
