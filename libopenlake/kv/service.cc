@@ -484,21 +484,23 @@ class KvService::Impl {
   void Promote(net::RpcCall call, NsRef ref, std::vector<BlockKey> keys, Pins first,
                std::vector<uint32_t> wanted) {
     const uint64_t session = call.connection().id;
-    // Keys between the read-back ones that the slab holds stay pinned until the answer: the
-    // slots reserved below evict the oldest blocks, which they may be, and the answer's prefix
-    // would stop at them.
+    // Keys between and after the read-back ones that the slab holds stay pinned until the
+    // answer: the slots reserved below evict the oldest blocks, which they may be, and the
+    // answer's prefix would stop at them.
     std::vector<uint64_t> held;
     const int64_t t0 = NowNs();
+    auto hold = [&](size_t from, size_t n) {  // pins the slab's leading run of keys[from, from+n)
+      absl::StatusOr<Pins> run =
+          pool_.Lookup(Pool::kInternalSession, ref, absl::MakeConstSpan(keys).subspan(from, n), t0,
+                       /*count=*/false);
+      if (run.ok() && run->batch != 0) held.push_back(run->batch);
+    };
     size_t i = first.hits.size();
     for (uint32_t w : wanted) {
-      if (i < w) {  // keys [i, w) are the slab's
-        absl::StatusOr<Pins> run =
-            pool_.Lookup(Pool::kInternalSession, ref, absl::MakeConstSpan(keys).subspan(i, w - i),
-                         t0, /*count=*/false);
-        if (run.ok() && run->batch != 0) held.push_back(run->batch);
-      }
+      if (i < w) hold(i, w - i);  // keys [i, w) are the slab's
       i = w + 1;
     }
+    if (i < keys.size()) hold(i, keys.size() - i);  // up to the first key the slab lacks
     auto grants = pool_.Reserve(Pool::kInternalSession, ref, static_cast<uint32_t>(wanted.size()),
                                 /*allow_partial=*/true, t0);
     if (!grants.ok() || grants->empty()) {
