@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 
 #include "kv/layout.h"
 #include "kv/slab.h"
@@ -26,17 +27,58 @@ class Client::Impl {
 
   template <typename Resp>
   absl::StatusOr<Resp> Call(wire::Method m, const google::protobuf::MessageLite& req) {
+    OL_ASSIGN_OR_RETURN(net::RpcClient::Sent sent, Send(m, req));
+    return Finish<Resp>(sent);
+  }
+  // Call in two halves (RpcClient::Send and Wait).
+  absl::StatusOr<net::RpcClient::Sent> Send(wire::Method m,
+                                            const google::protobuf::MessageLite& req) {
     // Serialised straight into the request frame, after room for its header.
     const size_t size = req.ByteSizeLong();
     std::string frame(net::RpcClient::kHeadroom + size, '\0');
     req.SerializeWithCachedSizesToArray(
         reinterpret_cast<uint8_t*>(frame.data() + net::RpcClient::kHeadroom));
-    OL_ASSIGN_OR_RETURN(net::RpcClient::Response r,
-                        rpc->CallWithHeadroom(m, std::move(frame), options.call_timeout));
+    return rpc->Send(m, std::move(frame), options.call_timeout);
+  }
+  template <typename Resp>
+  absl::StatusOr<Resp> Finish(const net::RpcClient::Sent& sent) {
+    OL_ASSIGN_OR_RETURN(net::RpcClient::Response r, rpc->Wait(sent));
     if (r.fd >= 0) close(r.fd);
     Resp resp;
     OL_RETURN_IF_ERROR(wire::Parse(r.payload, &resp));
     return resp;
+  }
+
+  // Lookup in two halves, so that Get copies one part of its keys while the daemon finds (and
+  // reads back from disk) the next.
+  absl::StatusOr<net::RpcClient::Sent> SendLookup(const Namespace& ns,
+                                                  absl::Span<const BlockKey> keys) {
+    wire::LookupRequest req;
+    SetRef(ns, req.mutable_ns());
+    uint32_t key_len = 0;
+    OL_RETURN_IF_ERROR(wire::PackKeys(keys.data(), keys.size(), req.mutable_keys(), &key_len));
+    req.set_key_len(key_len);
+    return Send(wire::kLookup, req);
+  }
+  absl::StatusOr<Pins> FinishLookup(const net::RpcClient::Sent& sent, size_t key_count) {
+    OL_ASSIGN_OR_RETURN(auto resp, Finish<wire::LookupResponse>(sent));
+    const int n = resp.slots_size();
+    if (resp.offsets_size() != n || resp.generations_size() != n || resp.checksums_size() != n ||
+        static_cast<size_t>(n) > key_count) {
+      return absl::InternalError("malformed Lookup answer");
+    }
+    Pins out;
+    out.batch = resp.pin_batch();
+    out.from_disk = resp.from_disk();
+    out.hits.resize(static_cast<size_t>(n));
+    const uint64_t* slots = resp.slots().data();
+    const uint64_t* offsets = resp.offsets().data();
+    const uint64_t* generations = resp.generations().data();
+    const uint64_t* checksums = resp.checksums().data();
+    for (int i = 0; i < n; ++i) {
+      out.hits[i] = SlotHit{slots[i], offsets[i], generations[i], checksums[i]};
+    }
+    return out;
   }
 
   absl::Status NeedSlab() const {
@@ -72,6 +114,29 @@ class Client::Impl {
 };
 
 namespace {
+
+// How Get splits its keys: parts of about kPartBytes, the Lookups of up to `in_flight` parts
+// outstanding at once (together at most an eighth of the slab, or kMaxAskedBytes), so the
+// daemon's disk reads stay as deep as one Lookup of the whole Get would make them.
+struct GetParts {
+  static constexpr uint64_t kPartBytes = 4 << 20;
+  static constexpr uint64_t kMaxAskedBytes = 64 << 20;
+  size_t keys = 1;       // keys per part
+  size_t in_flight = 1;  // parts asked for ahead of the copy
+
+  static GetParts For(size_t count, uint32_t block_bytes, uint64_t slab_bytes) {
+    const uint64_t block = std::max<uint32_t>(block_bytes, 1);
+    GetParts p;
+    p.keys = static_cast<size_t>(std::max<uint64_t>(1, kPartBytes / block));
+    if (count <= p.keys * 2) {  // too small to gain: one Lookup, as before
+      p.keys = count;
+      return p;
+    }
+    const uint64_t asked = std::min(kMaxAskedBytes, slab_bytes / 8);
+    p.in_flight = static_cast<size_t>(std::max<uint64_t>(2, asked / (p.keys * block)));
+    return p;
+  }
+};
 
 absl::StatusOr<std::unique_ptr<net::RpcClient>> Dial(std::string_view address,
                                                      const ClientOptions& o) {
@@ -226,29 +291,8 @@ absl::Status Client::Commit(const Namespace& ns, absl::Span<const CommitEntry> e
 }
 
 absl::StatusOr<Pins> Client::Lookup(const Namespace& ns, absl::Span<const BlockKey> keys) {
-  wire::LookupRequest req;
-  Impl::SetRef(ns, req.mutable_ns());
-  uint32_t key_len = 0;
-  OL_RETURN_IF_ERROR(wire::PackKeys(keys.data(), keys.size(), req.mutable_keys(), &key_len));
-  req.set_key_len(key_len);
-  OL_ASSIGN_OR_RETURN(auto resp, impl_->Call<wire::LookupResponse>(wire::kLookup, req));
-  const int n = resp.slots_size();
-  if (resp.offsets_size() != n || resp.generations_size() != n || resp.checksums_size() != n ||
-      static_cast<size_t>(n) > keys.size()) {
-    return absl::InternalError("malformed Lookup answer");
-  }
-  Pins out;
-  out.batch = resp.pin_batch();
-  out.from_disk = resp.from_disk();
-  out.hits.resize(static_cast<size_t>(n));
-  const uint64_t* slots = resp.slots().data();
-  const uint64_t* offsets = resp.offsets().data();
-  const uint64_t* generations = resp.generations().data();
-  const uint64_t* checksums = resp.checksums().data();
-  for (int i = 0; i < n; ++i) {
-    out.hits[i] = SlotHit{slots[i], offsets[i], generations[i], checksums[i]};
-  }
-  return out;
+  OL_ASSIGN_OR_RETURN(net::RpcClient::Sent sent, impl_->SendLookup(ns, keys));
+  return impl_->FinishLookup(sent, keys.size());
 }
 
 absl::Status Client::Release(absl::Span<const uint64_t> pin_batches,
@@ -370,38 +414,96 @@ absl::StatusOr<GetResult> Client::Get(const Namespace& ns, absl::Span<const Bloc
   GetResult result;
   result.state.assign(keys.size(), BlockState::kMissing);
   if (keys.empty()) return result;
-  OL_ASSIGN_OR_RETURN(Pins pins, Lookup(ns, keys));
-  const std::vector<SlotHit>& hits = pins.hits;
-  bool prefix = true;
-  for (size_t i = 0; i < hits.size(); ++i) {
-    auto src = impl_->BlockAt(hits[i].offset, ns.block_bytes);
-    if (!src.ok()) {
-      result.state[i] = BlockState::kCorrupt;
-      prefix = false;
+  // A large Get is looked up in parts, the next parts' Lookups sent before this part is copied:
+  // the daemon finds (and reads back from disk) the next part while this one is copied out.
+  const GetParts parts = GetParts::For(keys.size(), ns.block_bytes, impl_->slab->size());
+  struct Part {
+    size_t from = 0;
+    size_t count = 0;
+    net::RpcClient::Sent sent;
+  };
+  std::deque<Part> asked;
+  size_t next = 0;       // first key not asked for yet
+  bool missing = false;  // a key was not found: the keys after it are not asked for or copied
+  bool prefix = true;    // every key before this part was loaded
+  auto ask = [&]() -> absl::Status {
+    while (!missing && next < keys.size() && asked.size() < parts.in_flight) {
+      const size_t count = std::min(parts.keys, keys.size() - next);
+      OL_ASSIGN_OR_RETURN(net::RpcClient::Sent sent,
+                          impl_->SendLookup(ns, keys.subspan(next, count)));
+      asked.push_back(Part{next, count, sent});
+      next += count;
+    }
+    return absl::OkStatus();
+  };
+  auto release = [&](uint64_t batch) {
+    // The answer is read by the next call; releasing never delays this one.
+    absl::Status st = batch ? Release({batch}, {}, /*wait=*/false) : absl::OkStatus();
+    if (!st.ok()) {
+      OL_LOG_EVERY_N_SEC(kWarning, 5) << "releasing KV pins: " << st.message();
+    }
+  };
+  absl::Status failed;   // the first Lookup that failed (or could not be sent)
+  size_t failed_at = 0;  // the first key of its part
+  if (absl::Status st = ask(); !st.ok()) return st;
+  while (!asked.empty()) {
+    const Part part = asked.front();
+    asked.pop_front();
+    absl::StatusOr<Pins> pins = impl_->FinishLookup(part.sent, part.count);
+    if (!pins.ok()) {
+      if (failed.ok()) {
+        failed = pins.status();
+        failed_at = part.from;
+      }
+      missing = true;
+      continue;  // the parts already asked for are answered and released all the same
+    }
+    if (missing) {  // after a key that was not found: not served
+      release(pins->batch);
       continue;
     }
-    const std::byte* s = *src;
-    uint64_t crc = 0;
-    for (const Piece& p : blocks[i]) {
-      crc = CopyWithCrc64(p.data, s, p.len, crc);
-      s += p.len;
+    if (pins->hits.size() < part.count) missing = true;
+    if (absl::Status st = ask(); !st.ok() && failed.ok()) {
+      failed = st;
+      failed_at = next;
+      missing = true;
     }
-    const bool ok = crc == hits[i].checksum && StillValid(hits[i]);
-    result.state[i] = ok ? BlockState::kLoaded : BlockState::kCorrupt;
-    if (!ok) {
-      OL_LOG_EVERY_N_SEC(kWarning, 5) << "KV block " << i << " of namespace '" << ns.name
-                                      << "' failed verification; not served";
+    const std::vector<SlotHit>& hits = pins->hits;
+    for (size_t h = 0; h < hits.size(); ++h) {
+      const size_t i = part.from + h;
+      auto src = impl_->BlockAt(hits[h].offset, ns.block_bytes);
+      if (!src.ok()) {
+        result.state[i] = BlockState::kCorrupt;
+        prefix = false;
+        continue;
+      }
+      const std::byte* s = *src;
+      uint64_t crc = 0;
+      for (const Piece& p : blocks[i]) {
+        crc = CopyWithCrc64(p.data, s, p.len, crc);
+        s += p.len;
+      }
+      const bool ok = crc == hits[h].checksum && StillValid(hits[h]);
+      result.state[i] = ok ? BlockState::kLoaded : BlockState::kCorrupt;
+      if (!ok) {
+        OL_LOG_EVERY_N_SEC(kWarning, 5) << "KV block " << i << " of namespace '" << ns.name
+                                        << "' failed verification; not served";
+      }
+      if (ok && prefix) {
+        ++result.loaded;
+      } else {
+        prefix = false;
+      }
     }
-    if (ok && prefix) {
-      ++result.loaded;
-    } else {
-      prefix = false;
-    }
+    release(pins->batch);
   }
-  // The answer is read by the next call; releasing never delays this one.
-  if (absl::Status st = pins.batch ? Release({pins.batch}, {}, /*wait=*/false) : absl::OkStatus();
-      !st.ok()) {
-    OL_LOG_EVERY_N_SEC(kWarning, 5) << "releasing KV pins: " << st.message();
+  if (!failed.ok()) {
+    // The first part's Lookup failing fails the Get, as one Lookup would; a later part's ends
+    // the loaded prefix there (what was copied before it stays good).
+    if (failed_at == 0) return failed;
+    OL_LOG_EVERY_N_SEC(kWarning, 5)
+        << "KV Get: a later part's Lookup failed, " << result.loaded << " of " << keys.size()
+        << " blocks loaded: " << failed.message();
   }
   return result;
 }

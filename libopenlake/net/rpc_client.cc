@@ -274,6 +274,12 @@ std::vector<absl::StatusOr<RpcClient::Response>> RpcClient::CallMany(
 
 absl::StatusOr<RpcClient::Response> RpcClient::CallWithHeadroom(uint16_t method, std::string frame,
                                                                 absl::Duration timeout) {
+  OL_ASSIGN_OR_RETURN(Sent sent, Send(method, std::move(frame), timeout));
+  return Wait(sent);
+}
+
+absl::StatusOr<RpcClient::Sent> RpcClient::Send(uint16_t method, std::string frame,
+                                                absl::Duration timeout) {
   static_assert(kHeadroom == kFrameHeaderBytes);
   if (frame.size() < kHeadroom) return absl::InvalidArgumentError("frame without headroom");
   const size_t payload = frame.size() - kHeadroom;
@@ -293,7 +299,12 @@ absl::StatusOr<RpcClient::Response> RpcClient::CallWithHeadroom(uint16_t method,
   h.length = static_cast<uint32_t>(payload);
   EncodeHeader(h, frame.data());
   OL_RETURN_IF_ERROR(SendAll(frame));
-  return Await(h.request_id, method, deadline);
+  return Sent{h.request_id, method, deadline};
+}
+
+absl::StatusOr<RpcClient::Response> RpcClient::Wait(const Sent& sent) {
+  absl::MutexLock lock(&mu_);
+  return Await(sent.id, sent.method, sent.deadline);
 }
 
 absl::Status RpcClient::Notify(uint16_t method, std::string_view payload) {

@@ -164,6 +164,64 @@ TEST_CASE("a corrupted block is detected and not served", "[kv][service]") {
         std::vector<BlockState>{BlockState::kLoaded, BlockState::kCorrupt, BlockState::kLoaded});
 }
 
+TEST_CASE("a large Get is looked up in parts: every byte, the prefix rule and no pins left",
+          "[kv][service]") {
+  // 80 blocks of 256 KiB: parts of 16 blocks (4 MiB), two asked for ahead of the copy (an
+  // eighth of the 64 MiB slab).
+  Service s;
+  auto c = s.Connect();
+  const uint32_t block = 256 << 10;
+  const int n = 80;
+  auto ns = *c->OpenNamespace("big", Fp(), block);
+  std::mt19937_64 rng(5);
+  std::vector<std::vector<uint8_t>> data(n, std::vector<uint8_t>(block));
+  for (auto& d : data)
+    for (auto& b : d) b = static_cast<uint8_t>(rng());
+  std::vector<const void*> src;
+  for (auto& d : data) src.push_back(d.data());
+  auto keys = Keys(n, "big");
+  REQUIRE(c->Put(ns, keys, src)->stored == n);
+  std::vector<std::vector<uint8_t>> out(n, std::vector<uint8_t>(block));
+  std::vector<void*> dst;
+  for (auto& d : out) dst.push_back(d.data());
+  auto lookups = [&] { return c->Stats()->lookups; };
+
+  const uint64_t before = lookups();
+  auto got = c->Get(ns, keys, dst);
+  REQUIRE(got.ok());
+  CHECK(got->loaded == n);
+  CHECK(lookups() - before == 5);
+  CHECK(out == data);
+
+  SECTION("a key missing in the third part ends the prefix; later parts are not asked for") {
+    REQUIRE(*c->Remove(ns, {&keys[37], 1}) == 1);
+    const uint64_t at = lookups();
+    auto partial = c->Get(ns, keys, dst);
+    REQUIRE(partial.ok());
+    CHECK(partial->loaded == 37);
+    for (int i = 0; i < n; ++i) {
+      CHECK(partial->state[i] == (i < 37 ? BlockState::kLoaded : BlockState::kMissing));
+    }
+    // The first four parts were asked for (two ahead), the fifth never.
+    CHECK(lookups() - at == 4);
+  }
+  SECTION("a corrupt block ends the loaded prefix; the blocks after it are still copied") {
+    auto pins = c->Lookup(ns, {&keys[3], 1});
+    REQUIRE(pins->hits.size() == 1);
+    c->slab_base()[pins->hits[0].offset + 9] ^= std::byte{1};
+    REQUIRE(c->Release({pins->batch}, {}).ok());
+    for (auto& d : out) std::fill(d.begin(), d.end(), 0);
+    auto bad = c->Get(ns, keys, dst);
+    REQUIRE(bad.ok());
+    CHECK(bad->loaded == 3);
+    CHECK(bad->state[3] == BlockState::kCorrupt);
+    for (int i = 4; i < n; ++i) CHECK(bad->state[i] == BlockState::kLoaded);
+    CHECK(out[n - 1] == data[n - 1]);
+  }
+  // Every part's pins were released (the releases are one-way: the Stats call reads them).
+  CHECK(WaitFor([&] { return c->Stats()->pinned_slots == 0; }));
+}
+
 TEST_CASE("a client without the slab can still do control calls", "[kv][service]") {
   Service s;
   auto c = s.Connect(/*map=*/false);

@@ -125,6 +125,31 @@ TEST_CASE("pipelined requests are matched by id", "[net][rpc]") {
   }
 }
 
+TEST_CASE("Send and Wait: the caller works between, answers are kept for their own Wait",
+          "[net][rpc]") {
+  Fixture f;
+  auto c = Dial(f.Listen("127.0.0.1:0"));
+  auto frame = [](std::string_view p) {
+    return std::string(RpcClient::kHeadroom, '\0') + std::string(p);
+  };
+  auto slow = c->Send(kSlow, frame(""));
+  auto a = c->Send(kEcho, frame("a"));
+  auto b = c->Send(kEcho, frame("b"));
+  REQUIRE(slow.ok());
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  // A whole call in between, then the answers in another order than sent.
+  CHECK(c->Call(kEcho, "between")->payload == "between");
+  CHECK(c->Wait(*b)->payload == "b");
+  CHECK(c->Wait(*slow)->payload == "late");
+  CHECK(c->Wait(*a)->payload == "a");
+  CHECK(c->Send(kEcho, "short").status().code() == absl::StatusCode::kInvalidArgument);
+  auto late = c->Send(kSlow, frame(""), absl::Milliseconds(50));
+  REQUIRE(late.ok());
+  CHECK(c->Wait(*late).status().code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(c->Call(kEcho, "x")->payload == "x");
+}
+
 TEST_CASE("a missed deadline fails that call only", "[net][rpc]") {
   Fixture f;
   auto c = Dial(f.Listen("127.0.0.1:0"));

@@ -240,6 +240,17 @@ class OL_EXPORT RpcClient {
   static constexpr size_t kHeadroom = 32;
   absl::StatusOr<Response> CallWithHeadroom(uint16_t method, std::string frame,
                                             absl::Duration timeout = absl::InfiniteDuration());
+  // CallWithHeadroom in two halves, so a caller can work while the server does: Send returns
+  // at once, Wait reads that answer (answers to other requests that come first are kept for
+  // their own Wait). Every Sent request needs one Wait.
+  struct Sent {
+    uint64_t id = 0;
+    uint16_t method = 0;
+    absl::Time deadline;
+  };
+  absl::StatusOr<Sent> Send(uint16_t method, std::string frame,
+                            absl::Duration timeout = absl::InfiniteDuration());
+  absl::StatusOr<Response> Wait(const Sent& sent);
   // Sends every request before reading any answer; results in request order.
   std::vector<absl::StatusOr<Response>> CallMany(const std::vector<Request>& requests,
                                                  absl::Duration timeout = absl::InfiniteDuration());
