@@ -62,6 +62,13 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(DiskTierOptions options
     return absl::InvalidArgumentError(StrCat("kv_disk: capacity of ", options.capacity_bytes,
                                              " bytes per path; at least 64 MiB"));
   }
+  options.min_segment_bytes = (options.min_segment_bytes + 4095) / 4096 * 4096;
+  if (options.capacity_bytes < options.min_segment_bytes) {
+    return absl::InvalidArgumentError(
+        StrCat("kv_disk: capacity of ", options.capacity_bytes, " bytes per path is less than one ",
+               "segment of ", options.min_segment_bytes,
+               " bytes (the slab's segment size, which bounds a block)"));
+  }
   if (options.evict_sample == 0) options.evict_sample = 1;
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<DiskTier> t(new DiskTier(std::move(options)));
@@ -88,8 +95,9 @@ absl::Status DiskTier::OpenPath(uint32_t pi, std::vector<std::pair<uint32_t, dis
   std::filesystem::create_directories(p.dir, ec);
   if (ec) return absl::UnavailableError(StrCat("create ", p.dir, ": ", ec.message()));
   chmod(p.dir.c_str(), 0700);
-  uint64_t seg = options_.segment_bytes;
-  while (options_.capacity_bytes / seg < 16 && seg > (4ull << 20)) seg /= 2;
+  const uint64_t floor = std::max<uint64_t>(4ull << 20, options_.min_segment_bytes);
+  uint64_t seg = std::max(options_.segment_bytes, options_.min_segment_bytes);
+  while (options_.capacity_bytes / seg < 16 && seg / 2 >= floor && seg / 2 % 4096 == 0) seg /= 2;
   p.segment_bytes = seg;
   p.data_bytes = options_.capacity_bytes / seg * seg;
   const std::string data_path = StrCat(p.dir, "/", kDataFile);

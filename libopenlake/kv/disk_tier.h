@@ -56,8 +56,12 @@ namespace openlake::kv {
 struct DiskTierOptions {
   std::vector<std::string> paths;  // a folder per drive; created (0700) when missing
   uint64_t capacity_bytes = 0;     // per path
-  // Segment size; halved (down to 4 MiB) until a path holds at least 16 segments.
+  // Segment size; halved (down to 4 MiB, or min_segment_bytes) until a path holds at least 16
+  // segments.
   uint64_t segment_bytes = 64ull << 20;
+  // The largest block that must fit in a segment (the KV service passes the slab's segment
+  // size, which bounds its blocks); a path smaller than one such segment is refused.
+  uint64_t min_segment_bytes = 0;
   uint32_t evict_sample = 16;
   // A log is rewritten once it is this much larger than a snapshot of what it holds, and at
   // least min_compact_bytes long.

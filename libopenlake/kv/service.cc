@@ -682,6 +682,7 @@ absl::StatusOr<std::unique_ptr<KvService>> KvService::Start(io::Runtime& runtime
     DiskTierOptions to;
     to.paths = options.disk.paths;
     to.capacity_bytes = options.disk.capacity_bytes;
+    to.min_segment_bytes = slab->header().segment_bytes;  // every block fits in a disk segment
     OL_ASSIGN_OR_RETURN(tier, DiskTier::Open(std::move(to)));
   }
   std::unique_ptr<KvService> svc(new KvService());

@@ -68,9 +68,14 @@ struct Env {
   uint32_t block;
   uint64_t capacity;
   uint32_t evict_sample = 16;
+  uint64_t min_segment = 0;
 
-  explicit Env(uint32_t block_bytes, uint64_t capacity_bytes = 64ull << 20, uint32_t sample = 16)
-      : block(block_bytes), capacity(capacity_bytes), evict_sample(sample) {
+  explicit Env(uint32_t block_bytes, uint64_t capacity_bytes = 64ull << 20, uint32_t sample = 16,
+               uint64_t min_segment_bytes = 0)
+      : block(block_bytes),
+        capacity(capacity_bytes),
+        evict_sample(sample),
+        min_segment(min_segment_bytes) {
     Reopen(/*bind=*/true);
   }
   kv::DiskTierOptions Options() const {
@@ -78,6 +83,7 @@ struct Env {
     o.paths = {dir.path() + "/tier"};
     o.capacity_bytes = capacity;
     o.evict_sample = evict_sample;
+    o.min_segment_bytes = min_segment;
     return o;
   }
   // Closes the tier (if open) and opens it again; binds the recovered namespace to kNs.
@@ -260,6 +266,30 @@ TEST_CASE("disk tier: spilled blocks read back byte-exact, and survive a reopen"
     env.Reopen(/*bind=*/false);
     CHECK(env.Stats().blocks == 0);
   }
+}
+
+TEST_CASE("disk tier: segments hold the largest block the slab can hold", "[kv][disk]") {
+  // 64 MiB would be cut to 4 MiB segments (16 of them); the slab's 16 MiB segments say blocks
+  // may be that large, so the tier's segments stay 16 MiB and an 8 MiB block fits.
+  const uint32_t block = 8 << 20;
+  Env env(block, 64ull << 20, 16, /*min_segment_bytes=*/16ull << 20);
+  Blocks b(4, block);
+  auto stored = env.Spill(b, 0, 4);
+  for (bool s : stored) CHECK(s);
+  std::vector<AlignedBuffer> out;
+  auto res = env.Read(0, 4, &out);
+  for (int i = 0; i < 4; ++i) {
+    REQUIRE(res[i].ok);
+    CHECK(std::memcmp(out[i].data(), b.data[i].data(), block) == 0);
+  }
+  // A path that cannot hold one such segment is refused, with the reason.
+  kv::DiskTierOptions o = env.Options();
+  o.paths = {env.dir.path() + "/small"};
+  o.min_segment_bytes = 128ull << 20;
+  auto small = DiskTier::Open(o);
+  REQUIRE_FALSE(small.ok());
+  CHECK(small.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(small.status().message()).find("less than one segment") != std::string::npos);
 }
 
 TEST_CASE("disk tier: recovery from a log cut at every offset of its last records",
