@@ -436,12 +436,9 @@ absl::StatusOr<GetResult> Client::Get(const Namespace& ns, absl::Span<const Bloc
     }
     return absl::OkStatus();
   };
+  std::vector<uint64_t> done;  // pin batches to release, in one request once all is copied
   auto release = [&](uint64_t batch) {
-    // The answer is read by the next call; releasing never delays this one.
-    absl::Status st = batch ? Release({batch}, {}, /*wait=*/false) : absl::OkStatus();
-    if (!st.ok()) {
-      OL_LOG_EVERY_N_SEC(kWarning, 5) << "releasing KV pins: " << st.message();
-    }
+    if (batch != 0) done.push_back(batch);
   };
   absl::Status failed;   // the first Lookup that failed (or could not be sent)
   size_t failed_at = 0;  // the first key of its part
@@ -496,6 +493,10 @@ absl::StatusOr<GetResult> Client::Get(const Namespace& ns, absl::Span<const Bloc
       }
     }
     release(pins->batch);
+  }
+  // The answer is read by the next call; releasing never delays this one.
+  if (absl::Status st = Release(done, {}, /*wait=*/false); !st.ok()) {
+    OL_LOG_EVERY_N_SEC(kWarning, 5) << "releasing KV pins: " << st.message();
   }
   if (!failed.ok()) {
     // The first part's Lookup failing fails the Get, as one Lookup would; a later part's ends
