@@ -97,7 +97,7 @@ absl::Status DiskTier::OpenPath(uint32_t pi, std::vector<std::pair<uint32_t, dis
   chmod(p.dir.c_str(), 0700);
   const uint64_t floor = std::max<uint64_t>(4ull << 20, options_.min_segment_bytes);
   uint64_t seg = std::max(options_.segment_bytes, options_.min_segment_bytes);
-  while (options_.capacity_bytes / seg < 16 && seg / 2 >= floor && seg / 2 % 4096 == 0) seg /= 2;
+  while (options_.capacity_bytes / seg < 16 && seg / 2 >= floor) seg /= 2;
   p.segment_bytes = seg;
   p.data_bytes = options_.capacity_bytes / seg * seg;
   const std::string data_path = StrCat(p.dir, "/", kDataFile);
