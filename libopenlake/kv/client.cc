@@ -436,10 +436,7 @@ absl::StatusOr<GetResult> Client::Get(const Namespace& ns, absl::Span<const Bloc
     }
     return absl::OkStatus();
   };
-  std::vector<uint64_t> done;  // pin batches to release, in one request once all is copied
-  auto release = [&](uint64_t batch) {
-    if (batch != 0) done.push_back(batch);
-  };
+  std::vector<uint64_t> pinned;  // the parts' pin batches, released in one request at the end
   absl::Status failed;   // the first Lookup that failed (or could not be sent)
   size_t failed_at = 0;  // the first key of its part
   if (absl::Status st = ask(); !st.ok()) return st;
@@ -455,10 +452,8 @@ absl::StatusOr<GetResult> Client::Get(const Namespace& ns, absl::Span<const Bloc
       missing = true;
       continue;  // the parts already asked for are answered and released all the same
     }
-    if (missing) {  // after a key that was not found: not served
-      release(pins->batch);
-      continue;
-    }
+    if (pins->batch != 0) pinned.push_back(pins->batch);
+    if (missing) continue;  // after a key that was not found: not served
     if (pins->hits.size() < part.count) missing = true;
     if (absl::Status st = ask(); !st.ok() && failed.ok()) {
       failed = st;
@@ -492,10 +487,9 @@ absl::StatusOr<GetResult> Client::Get(const Namespace& ns, absl::Span<const Bloc
         prefix = false;
       }
     }
-    release(pins->batch);
   }
   // The answer is read by the next call; releasing never delays this one.
-  if (absl::Status st = Release(done, {}, /*wait=*/false); !st.ok()) {
+  if (absl::Status st = Release(pinned, {}, /*wait=*/false); !st.ok()) {
     OL_LOG_EVERY_N_SEC(kWarning, 5) << "releasing KV pins: " << st.message();
   }
   if (!failed.ok()) {
