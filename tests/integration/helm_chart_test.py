@@ -210,10 +210,17 @@ def tool(env_name: str, rel: str) -> str | None:
     return None
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(count: int) -> list[int]:
+    """Distinct free loopback ports: every socket stays bound until all are chosen, so the
+    kernel cannot hand the same port out twice."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 # --- credentials ---------------------------------------------------------------------------
@@ -700,7 +707,7 @@ def test_real_daemon_becomes_ready_through_the_probes(renderer, tmp_path, creds)
     client = next((t for t in ("curl", "wget") if shutil.which(t)), None)
     if client is None:
         pytest.skip("neither curl nor wget here")
-    ports = {"rpc": free_port(), "s3": free_port(), "admin": free_port()}
+    ports = dict(zip(("rpc", "s3", "admin"), free_ports(3)))
     r = renderer(*([CREDS] if creds == "given" else []),
                  {"ports": ports, "kv": {"capacityGb": 0.0625, "segmentMb": 4}})
     # Loopback only, and the pod's folders moved under tmp_path.
@@ -746,10 +753,13 @@ def test_real_daemon_becomes_ready_through_the_probes(renderer, tmp_path, creds)
         # The S3 key pair came from the environment too: none was generated.
         assert "generated" not in log.read_text()
     finally:
-        os.killpg(daemon.pid, signal.SIGTERM)
-        try:
-            daemon.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, signal.SIGKILL)
-            daemon.wait()
+        # A daemon that already exited (and was reaped by poll) has no process group left to
+        # signal; the assertion above then carries its log, which killpg must not hide.
+        if daemon.poll() is None:
+            os.killpg(daemon.pid, signal.SIGTERM)
+            try:
+                daemon.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(daemon.pid, signal.SIGKILL)
+                daemon.wait()
     assert daemon.returncode == 0, log.read_text()
