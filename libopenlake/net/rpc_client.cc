@@ -185,24 +185,13 @@ absl::Status RpcClient::ReadFrame(absl::Time deadline, FrameHeader* h, std::stri
   return absl::OkStatus();
 }
 
-absl::StatusOr<RpcClient::Response> RpcClient::Await(uint64_t id, uint16_t method,
-                                                     absl::Time deadline) {
-  for (auto it = stash_.begin(); it != stash_.end(); ++it) {
-    if (it->id == id) {
-      absl::StatusOr<Response> r = std::move(it->response);
-      stash_.erase(it);
-      return r;
-    }
-  }
+absl::Status RpcClient::ReadAnswer(absl::Time deadline, uint64_t* id,
+                                   absl::StatusOr<Response>* response) {
   for (;;) {
     std::string payload;
     int fd = -1;
     FrameHeader h;
-    absl::Status st = ReadFrame(deadline, &h, &payload, &fd);
-    if (!st.ok()) {
-      if (absl::IsDeadlineExceeded(st) && fd_ >= 0) notified_.push_back(id);
-      return st;
-    }
+    OL_RETURN_IF_ERROR(ReadFrame(deadline, &h, &payload, &fd));
     if (h.type != FrameType::kResponse) {
       Broken(absl::InternalError("unexpected frame"));
       return absl::UnavailableError("server sent a frame that is not a response");
@@ -214,19 +203,69 @@ absl::StatusOr<RpcClient::Response> RpcClient::Await(uint64_t id, uint16_t metho
     } else {
       r = Response{std::move(payload), fd};
     }
-    if (h.request_id == id) return r;
     auto n = std::find(notified_.begin(), notified_.end(), h.request_id);
-    if (n != notified_.end()) {
-      notified_.erase(n);
-      if (!r.ok()) {
-        OL_LOG_EVERY_N_SEC(kWarning, 5) << "one-way request " << h.request_id << " (method "
-                                        << h.method << ") failed: " << r.status().message();
-      } else if (r->fd >= 0) {
-        close(r->fd);
-      }
-      continue;
+    if (n == notified_.end()) {
+      *id = h.request_id;
+      *response = std::move(r);
+      return absl::OkStatus();
     }
-    stash_.push_back(Stashed{h.request_id, std::move(r)});
+    notified_.erase(n);
+    if (!r.ok()) {
+      OL_LOG_EVERY_N_SEC(kWarning, 5) << "one-way request " << h.request_id << " (method "
+                                      << h.method << ") failed: " << r.status().message();
+    } else if (r->fd >= 0) {
+      close(r->fd);
+    }
+  }
+}
+
+bool RpcClient::Kept(uint64_t id) const {
+  for (const Stashed& s : stash_) {
+    if (s.id == id) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<RpcClient::Response> RpcClient::Await(uint64_t id, uint16_t method,
+                                                     absl::Time deadline) {
+  for (auto it = stash_.begin(); it != stash_.end(); ++it) {
+    if (it->id == id) {
+      absl::StatusOr<Response> r = std::move(it->response);
+      stash_.erase(it);
+      return r;
+    }
+  }
+  for (;;) {
+    uint64_t got = 0;
+    absl::StatusOr<Response> r;
+    absl::Status st = ReadAnswer(deadline, &got, &r);
+    if (!st.ok()) {
+      if (absl::IsDeadlineExceeded(st) && fd_ >= 0) notified_.push_back(id);
+      return st;
+    }
+    if (got == id) return r;
+    stash_.push_back(Stashed{got, std::move(r)});
+  }
+}
+
+size_t RpcClient::WaitAny(absl::Span<const Sent> sents) {
+  absl::MutexLock lock(&mu_);
+  size_t earliest = 0;
+  for (size_t i = 0; i < sents.size(); ++i) {
+    if (Kept(sents[i].id)) return i;
+    if (sents[i].deadline < sents[earliest].deadline) earliest = i;
+  }
+  if (sents.empty()) return 0;
+  for (;;) {
+    uint64_t got = 0;
+    absl::StatusOr<Response> r;
+    // A failure (the earliest deadline passed, or the connection broke) is the earliest's
+    // Wait's to report.
+    if (!ReadAnswer(sents[earliest].deadline, &got, &r).ok()) return earliest;
+    stash_.push_back(Stashed{got, std::move(r)});
+    for (size_t i = 0; i < sents.size(); ++i) {
+      if (sents[i].id == got) return i;
+    }
   }
 }
 

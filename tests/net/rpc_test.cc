@@ -86,6 +86,11 @@ bool ClosedByPeer(int fd) {
   }
 }
 
+// A request frame for Send: the headroom the client fills with the header, then the payload.
+std::string Framed(std::string_view payload) {
+  return std::string(RpcClient::kHeadroom, '\0') + std::string(payload);
+}
+
 }  // namespace
 
 TEST_CASE("echo, errors and unknown methods", "[net][rpc]") {
@@ -129,12 +134,9 @@ TEST_CASE("Send and Wait: the caller works between, answers are kept for their o
           "[net][rpc]") {
   Fixture f;
   auto c = Dial(f.Listen("127.0.0.1:0"));
-  auto frame = [](std::string_view p) {
-    return std::string(RpcClient::kHeadroom, '\0') + std::string(p);
-  };
-  auto slow = c->Send(kSlow, frame(""));
-  auto a = c->Send(kEcho, frame("a"));
-  auto b = c->Send(kEcho, frame("b"));
+  auto slow = c->Send(kSlow, Framed(""));
+  auto a = c->Send(kEcho, Framed("a"));
+  auto b = c->Send(kEcho, Framed("b"));
   REQUIRE(slow.ok());
   REQUIRE(a.ok());
   REQUIRE(b.ok());
@@ -144,10 +146,51 @@ TEST_CASE("Send and Wait: the caller works between, answers are kept for their o
   CHECK(c->Wait(*slow)->payload == "late");
   CHECK(c->Wait(*a)->payload == "a");
   CHECK(c->Send(kEcho, "short").status().code() == absl::StatusCode::kInvalidArgument);
-  auto late = c->Send(kSlow, frame(""), absl::Milliseconds(50));
+  auto late = c->Send(kSlow, Framed(""), absl::Milliseconds(50));
   REQUIRE(late.ok());
   CHECK(c->Wait(*late).status().code() == absl::StatusCode::kDeadlineExceeded);
   CHECK(c->Call(kEcho, "x")->payload == "x");
+}
+
+TEST_CASE(
+    "WaitAny: the first answer of a set, whatever the order sent; a deadline or a broken "
+    "connection is left for that call's Wait",
+    "[net][rpc]") {
+  Fixture f;
+  auto c = Dial(f.Listen("127.0.0.1:0"));
+  auto slow = c->Send(kSlow, Framed(""));
+  auto fail = c->Send(kFail, Framed(""));
+  auto echo = c->Send(kEcho, Framed("e"));
+  REQUIRE(slow.ok());
+  REQUIRE(fail.ok());
+  REQUIRE(echo.ok());
+  std::vector<RpcClient::Sent> set = {*slow, *echo};
+  // The echo answers first although it was sent last; the failure's answer, read on the way,
+  // is kept for its own Wait.
+  CHECK(c->WaitAny(set) == 1);
+  CHECK(c->WaitAny(set) == 1);  // still there: WaitAny takes nothing
+  CHECK(c->Wait(*echo)->payload == "e");
+  CHECK(c->WaitAny(std::vector<RpcClient::Sent>{*fail}) == 0);
+  CHECK(c->Wait(*fail).status().code() == absl::StatusCode::kNotFound);
+  CHECK(c->WaitAny(std::vector<RpcClient::Sent>{*slow}) == 0);
+  CHECK(c->Wait(*slow)->payload == "late");
+
+  // A deadline that passes first: that one is returned, and its Wait says so.
+  auto patient = c->Send(kSlow, Framed(""));
+  auto hasty = c->Send(kSlow, Framed(""), absl::Milliseconds(50));
+  REQUIRE(patient.ok());
+  REQUIRE(hasty.ok());
+  CHECK(c->WaitAny(std::vector<RpcClient::Sent>{*patient, *hasty}) == 1);
+  CHECK(c->Wait(*hasty).status().code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(c->Wait(*patient)->payload == "late");
+  CHECK(c->Call(kEcho, "x")->payload == "x");
+
+  // A connection that is gone: WaitAny returns, and the Wait reports it.
+  auto orphan = c->Send(kSlow, Framed(""));
+  REQUIRE(orphan.ok());
+  c->Close();
+  CHECK(c->WaitAny(std::vector<RpcClient::Sent>{*orphan}) == 0);
+  CHECK(c->Wait(*orphan).status().code() == absl::StatusCode::kUnavailable);
 }
 
 TEST_CASE("a missed deadline fails that call only", "[net][rpc]") {

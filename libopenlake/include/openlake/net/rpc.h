@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 
 #include "openlake/export.h"
 #include "openlake/io/reactor.h"
@@ -251,6 +252,11 @@ class OL_EXPORT RpcClient {
   absl::StatusOr<Sent> Send(uint16_t method, std::string frame,
                             absl::Duration timeout = absl::InfiniteDuration());
   absl::StatusOr<Response> Wait(const Sent& sent);
+  // Blocks until one of `sents` (not empty) can be waited for at once: its answer has come,
+  // its deadline has passed, or the connection failed. Returns its index; the answer stays
+  // kept for its Wait, which also reports any failure. Lets a caller take answers in the order
+  // the server gives them.
+  size_t WaitAny(absl::Span<const Sent> sents);
   // Sends every request before reading any answer; results in request order.
   std::vector<absl::StatusOr<Response>> CallMany(const std::vector<Request>& requests,
                                                  absl::Duration timeout = absl::InfiniteDuration());
@@ -272,6 +278,11 @@ class OL_EXPORT RpcClient {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Response> Await(uint64_t id, uint16_t method, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads frames before `deadline` until one answers a request that is waited for (answers to
+  // one-way and timed-out requests are dropped), and returns that answer with its id.
+  absl::Status ReadAnswer(absl::Time deadline, uint64_t* id, absl::StatusOr<Response>* response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Kept(uint64_t id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Broken(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
