@@ -58,13 +58,19 @@ class Client::Impl {
     uint32_t key_len = 0;
     OL_RETURN_IF_ERROR(wire::PackKeys(keys.data(), keys.size(), req.mutable_keys(), &key_len));
     req.set_key_len(key_len);
+    // With the slab mapped, the offsets and generations are read from it instead.
+    req.set_compact(slab != nullptr);
     return Send(wire::kLookup, req);
   }
   absl::StatusOr<Pins> FinishLookup(const net::RpcClient::Sent& sent, size_t key_count) {
     OL_ASSIGN_OR_RETURN(auto resp, Finish<wire::LookupResponse>(sent));
     const int n = resp.slots_size();
-    if (resp.offsets_size() != n || resp.generations_size() != n || resp.checksums_size() != n ||
-        static_cast<size_t>(n) > key_count) {
+    // A compact answer (asked for with the slab mapped; a daemon that predates it answers in
+    // full) has neither offsets nor generations.
+    const bool compact =
+        slab != nullptr && n > 0 && resp.offsets_size() == 0 && resp.generations_size() == 0;
+    if ((!compact && (resp.offsets_size() != n || resp.generations_size() != n)) ||
+        resp.checksums_size() != n || static_cast<size_t>(n) > key_count) {
       return absl::InternalError("malformed Lookup answer");
     }
     Pins out;
@@ -72,13 +78,40 @@ class Client::Impl {
     out.from_disk = resp.from_disk();
     out.hits.resize(static_cast<size_t>(n));
     const uint64_t* slots = resp.slots().data();
+    const uint64_t* checksums = resp.checksums().data();
+    if (compact) {
+      for (int i = 0; i < n; ++i) {
+        SlotHit& h = out.hits[i];
+        h.slot = slots[i];
+        h.checksum = checksums[i];
+        if (!SlotInSlab(slots[i], &h.offset, &h.generation)) {
+          // Unusable; its pins end with their lease.
+          return absl::InternalError(
+              StrCat("malformed Lookup answer: slot ", slots[i], " is not in the slab"));
+        }
+      }
+      return out;
+    }
     const uint64_t* offsets = resp.offsets().data();
     const uint64_t* generations = resp.generations().data();
-    const uint64_t* checksums = resp.checksums().data();
     for (int i = 0; i < n; ++i) {
       out.hits[i] = SlotHit{slots[i], offsets[i], generations[i], checksums[i]};
     }
     return out;
+  }
+
+  // A pinned slot's block offset (from the slab's start) and generation, read from its segment
+  // and slot headers; false when the slot is not in the slab.
+  bool SlotInSlab(uint64_t slot, uint64_t* offset, uint64_t* generation) const {
+    const layout::SegmentHeader* sh = SegmentOf(slot);
+    if (sh == nullptr) return false;
+    const auto idx = static_cast<uint32_t>(slot);
+    *offset = static_cast<uint64_t>(reinterpret_cast<const std::byte*>(sh) -
+                                    static_cast<const std::byte*>(slab->base())) +
+              sh->data_offset + uint64_t{idx} * sh->slot_bytes;
+    *generation = reinterpret_cast<const layout::SlotHeader*>(sh + 1)[idx].generation.load(
+        std::memory_order_acquire);
+    return true;
   }
 
   absl::Status NeedSlab() const {
@@ -93,15 +126,21 @@ class Client::Impl {
     out->set_digest(ns.digest);
   }
 
-  const layout::SlotHeader* SlotHeaderOf(uint64_t slot) const {
+  // The header of a slot's segment in the mapped slab; null when the slot is not in it.
+  const layout::SegmentHeader* SegmentOf(uint64_t slot) const {
     const layout::SlabHeader& h = slab->header();
     const auto seg = static_cast<uint32_t>(slot >> 32);
-    const auto idx = static_cast<uint32_t>(slot);
     if (seg >= h.segment_count) return nullptr;
-    std::byte* base = layout::SegmentBase(slab->base(), h, seg);
-    const auto* sh = reinterpret_cast<const layout::SegmentHeader*>(base);
-    if (idx >= sh->slot_count) return nullptr;
-    return reinterpret_cast<const layout::SlotHeader*>(sh + 1) + idx;
+    const auto* sh =
+        reinterpret_cast<const layout::SegmentHeader*>(layout::SegmentBase(slab->base(), h, seg));
+    if (static_cast<uint32_t>(slot) >= sh->slot_count) return nullptr;
+    return sh;
+  }
+
+  const layout::SlotHeader* SlotHeaderOf(uint64_t slot) const {
+    const layout::SegmentHeader* sh = SegmentOf(slot);
+    if (sh == nullptr) return nullptr;
+    return reinterpret_cast<const layout::SlotHeader*>(sh + 1) + static_cast<uint32_t>(slot);
   }
 
   // Offset and length of a block inside the mapped slab, bounds-checked.
@@ -415,58 +454,46 @@ absl::StatusOr<GetResult> Client::Get(const Namespace& ns, absl::Span<const Bloc
   result.state.assign(keys.size(), BlockState::kMissing);
   if (keys.empty()) return result;
   // A large Get is looked up in parts, the next parts' Lookups sent before this part is copied:
-  // the daemon finds (and reads back from disk) the next part while this one is copied out.
-  const GetParts parts = GetParts::For(keys.size(), ns.block_bytes, impl_->slab->size());
+  // the daemon finds (and reads back from disk) the next parts while this one is copied out.
+  // Parts are copied in the order their answers come (a disk read may hold one back while
+  // later ones are ready), and the result is settled in key order, as one Lookup's would be.
+  const GetParts plan = GetParts::For(keys.size(), ns.block_bytes, impl_->slab->size());
   struct Part {
     size_t from = 0;
     size_t count = 0;
     net::RpcClient::Sent sent;
+    bool answered = false;
+    absl::StatusOr<Pins> pins;
   };
-  std::deque<Part> asked;
-  size_t next = 0;       // first key not asked for yet
-  bool missing = false;  // a key was not found: the keys after it are not asked for or copied
-  bool prefix = true;    // every key before this part was loaded
+  std::vector<Part> parts;  // every part asked for, in key order
+  size_t settled = 0;       // parts [0, settled) are answered and accounted in key order
+  size_t next = 0;          // first key not asked for yet
+  bool asking = true;       // false once a Lookup could not be sent
+  bool missing = false;     // a settled part failed or stopped short: the keys after it are not
+                            // asked for or served
+  absl::Status failed;      // the first Lookup that failed (or could not be sent)
+  size_t failed_at = 0;     // the first key of its part
   auto ask = [&]() -> absl::Status {
-    while (!missing && next < keys.size() && asked.size() < parts.in_flight) {
-      const size_t count = std::min(parts.keys, keys.size() - next);
-      OL_ASSIGN_OR_RETURN(net::RpcClient::Sent sent,
-                          impl_->SendLookup(ns, keys.subspan(next, count)));
-      asked.push_back(Part{next, count, sent});
+    while (asking && !missing && next < keys.size() && parts.size() - settled < plan.in_flight) {
+      const size_t count = std::min(plan.keys, keys.size() - next);
+      absl::StatusOr<net::RpcClient::Sent> sent = impl_->SendLookup(ns, keys.subspan(next, count));
+      if (!sent.ok()) {
+        asking = false;
+        return sent.status();
+      }
+      parts.push_back(Part{next, count, *sent, false, absl::UnknownError("not answered")});
       next += count;
     }
     return absl::OkStatus();
   };
-  std::vector<uint64_t> pinned;  // the parts' pin batches, released in one request at the end
-  absl::Status failed;   // the first Lookup that failed (or could not be sent)
-  size_t failed_at = 0;  // the first key of its part
-  if (absl::Status st = ask(); !st.ok()) return st;
-  while (!asked.empty()) {
-    const Part part = asked.front();
-    asked.pop_front();
-    absl::StatusOr<Pins> pins = impl_->FinishLookup(part.sent, part.count);
-    if (!pins.ok()) {
-      if (failed.ok()) {
-        failed = pins.status();
-        failed_at = part.from;
-      }
-      missing = true;
-      continue;  // the parts already asked for are answered and released all the same
-    }
-    if (pins->batch != 0) pinned.push_back(pins->batch);
-    if (missing) continue;  // after a key that was not found: not served
-    if (pins->hits.size() < part.count) missing = true;
-    if (absl::Status st = ask(); !st.ok() && failed.ok()) {
-      failed = st;
-      failed_at = next;
-      missing = true;
-    }
-    const std::vector<SlotHit>& hits = pins->hits;
+  // Copies a part's hits into their buffers, each verified (kLoaded or kCorrupt).
+  auto copy = [&](const Part& part) {
+    const std::vector<SlotHit>& hits = part.pins->hits;
     for (size_t h = 0; h < hits.size(); ++h) {
       const size_t i = part.from + h;
       auto src = impl_->BlockAt(hits[h].offset, ns.block_bytes);
       if (!src.ok()) {
         result.state[i] = BlockState::kCorrupt;
-        prefix = false;
         continue;
       }
       const std::byte* s = *src;
@@ -481,12 +508,62 @@ absl::StatusOr<GetResult> Client::Get(const Namespace& ns, absl::Span<const Bloc
         OL_LOG_EVERY_N_SEC(kWarning, 5) << "KV block " << i << " of namespace '" << ns.name
                                         << "' failed verification; not served";
       }
-      if (ok && prefix) {
-        ++result.loaded;
-      } else {
-        prefix = false;
+    }
+  };
+  if (absl::Status st = ask(); !st.ok()) {
+    if (parts.empty()) return st;
+    failed = st;
+    failed_at = next;
+  }
+  std::vector<uint64_t> pinned;  // the parts' pin batches, released in one request at the end
+  std::vector<net::RpcClient::Sent> waiting;
+  std::vector<size_t> waiting_part;
+  while (settled < parts.size()) {
+    waiting.clear();
+    waiting_part.clear();
+    for (size_t k = settled; k < parts.size(); ++k) {
+      if (parts[k].answered) continue;
+      waiting.push_back(parts[k].sent);
+      waiting_part.push_back(k);
+    }
+    const size_t any = waiting.size() == 1 ? 0 : impl_->rpc->WaitAny(waiting);
+    Part& part = parts[waiting_part[any]];
+    part.pins = impl_->FinishLookup(part.sent, part.count);
+    part.answered = true;
+    if (part.pins.ok()) {
+      if (part.pins->batch != 0) pinned.push_back(part.pins->batch);
+      if (!missing) copy(part);  // after a settled miss it would never be served
+    }
+    while (settled < parts.size() && parts[settled].answered) {
+      const Part& p = parts[settled++];
+      if (missing) continue;
+      if (!p.pins.ok()) {
+        if (failed.ok()) {
+          failed = p.pins.status();
+          failed_at = p.from;
+        }
+        missing = true;
+      } else if (p.pins->hits.size() < p.count) {
+        missing = true;
       }
     }
+    if (absl::Status st = ask(); !st.ok() && failed.ok()) {
+      failed = st;
+      failed_at = next;
+    }
+  }
+  // Served: the hits up to the first part that failed or stopped short (or the last asked
+  // for); a block copied after that is not served. The loaded prefix ends at the first block
+  // that is not kLoaded.
+  size_t served = 0;
+  for (const Part& p : parts) {
+    if (!p.pins.ok()) break;
+    served = p.from + p.pins->hits.size();
+    if (p.pins->hits.size() < p.count) break;
+  }
+  std::fill(result.state.begin() + served, result.state.end(), BlockState::kMissing);
+  while (result.loaded < served && result.state[result.loaded] == BlockState::kLoaded) {
+    ++result.loaded;
   }
   // The answer is read by the next call; releasing never delays this one.
   if (absl::Status st = Release(pinned, {}, /*wait=*/false); !st.ok()) {
