@@ -19,9 +19,11 @@
 //           read back with one O_DIRECT read per block, CRC-64 checked, then copied out as a RAM
 //           hit): GB/s delivered;
 //   fio_randread  fio random O_DIRECT reads, same block size, io_uring, the batch as its depth,
-//           of a file as large as the working set in the same folder; the gets run in two
-//           passes over halves of their keys that alternate with fio (fio, get, fio, get, fio;
-//           one pass in --quick), and disk_get_over_fio is the median of the passes' ratios.
+//           of a file as large as the working set in the same folder; the gets run in six
+//           passes over three quarters of their keys that alternate with fio (fio, get, fio,
+//           ..., get, fio; one pass in --quick), each fio run as long as the pass before it
+//           (the drive's rate swings within seconds), and disk_get_over_fio is the median of
+//           the passes' ratios.
 //           A batch is 64 blocks of 256 KiB or 16 of 2 MiB (at most an eighth of the slab);
 //   ram_get  Get of blocks resident in the slab, against memcpy of the same bytes (the RAM path
 //           must stay where kv_bench has it);
@@ -127,8 +129,10 @@ kv::BlockKey MakeKey(uint64_t i) {
 }
 
 // fio's bandwidth (bytes/s) of `rw` on `file`.
+// Reads run for `seconds` (time-based); writes write `size` bytes once.
 absl::StatusOr<double> RunFio(const Options& o, const std::string& scratch, const std::string& file,
-                              const std::string& rw, uint32_t bs, int depth, uint64_t size) {
+                              const std::string& rw, uint32_t bs, int depth, uint64_t size,
+                              double seconds = 0) {
   const std::string out_path = scratch + "/fio.json";
   std::vector<std::string> argv = {FindProgram(o.fio),
                                    "--name=" + rw,
@@ -144,7 +148,8 @@ absl::StatusOr<double> RunFio(const Options& o, const std::string& scratch, cons
                                    "--output=" + out_path};
   if (rw != "write") {
     argv.push_back("--time_based");
-    argv.push_back("--runtime=" + std::to_string(int(o.fio_seconds * 1000)) + "ms");
+    const double run = seconds > 0 ? seconds : o.fio_seconds;
+    argv.push_back("--runtime=" + std::to_string(std::max(1, int(run * 1000))) + "ms");
   }
   if (argv[0].empty()) return absl::NotFoundError("fio not found");
   OL_ASSIGN_OR_RETURN(Child child, Child::Spawn(argv, scratch + "/fio.log", -1));
@@ -306,24 +311,34 @@ absl::StatusOr<Figures> RunOne(const Options& o, uint32_t block) {
   f.spill_over_fio = spill.ratio;
   absl::Status fio_status = spill.fio_status;
 
-  // (a) Gets of disk-resident blocks: the first half of the last working set left the slab long
-  // ago. In passes that alternate with fio's random reads of a file as large, written now in
-  // the same folder: fio, pass, fio, pass, fio (one pass in --quick).
-  const int passes = o.quick ? 1 : 2;
-  std::vector<size_t> order(count / 2);
+  // (a) Gets of disk-resident blocks: the first three quarters of the last working set left the
+  // slab long ago. In passes that alternate with fio's random reads of a file as large, written
+  // now in the same folder: fio, pass, fio, ..., pass, fio (one pass in --quick). The drive's
+  // rate swings from one second to the next, so the passes are short and many, and each fio run
+  // lasts as long as a pass (the first as long as fio needs to read a pass's bytes).
+  const int passes = o.quick ? 1 : 6;
+  std::vector<size_t> order(count * 3 / 4);
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::shuffle(order.begin(), order.end(), std::mt19937_64(7));
   auto w = RunFio(o, dir, file, "write", block, 16, bytes);
   if (!w.ok() && fio_status.ok()) fio_status = w.status();
   OL_ASSIGN_OR_RETURN(kv::PoolStats before, c->Stats());
   const size_t per_pass = order.size() / passes / batch * batch;
+  double fio_read_s = 0;  // the length of each fio run: that of the pass before it
   OL_ASSIGN_OR_RETURN(
       Alternated get,
       Alternate(
           passes, "get pass", "disk get",
-          [&]() {
-            return w.ok() ? RunFio(o, dir, file, "randread", block, static_cast<int>(batch), bytes)
-                          : absl::StatusOr<double>(w.status());
+          [&]() -> absl::StatusOr<double> {
+            if (!w.ok()) return w.status();
+            if (fio_read_s == 0) {  // before the first pass: one second, to size the others
+              absl::StatusOr<double> bw =
+                  RunFio(o, dir, file, "randread", block, static_cast<int>(batch), bytes, 1.0);
+              if (bw.ok()) fio_read_s = static_cast<double>(per_pass) * block / *bw;
+              return bw;
+            }
+            return RunFio(o, dir, file, "randread", block, static_cast<int>(batch), bytes,
+                          std::clamp(fio_read_s, 0.2, o.fio_seconds));
           },
           [&](int pass, std::string* note) -> absl::StatusOr<double> {
             const int64_t t1 = NowNs();
@@ -335,8 +350,8 @@ absl::StatusOr<Figures> RunOne(const Options& o, uint32_t block) {
               got += g.loaded;
             }
             *note = " (" + std::to_string(got) + " of " + std::to_string(per_pass) + " blocks hit)";
-            return static_cast<double>(got) * block / kGB /
-                   (static_cast<double>(NowNs() - t1) / 1e9);
+            fio_read_s = static_cast<double>(NowNs() - t1) / 1e9;
+            return static_cast<double>(got) * block / kGB / fio_read_s;
           }));
   std::remove(file.c_str());
   if (fio_status.ok()) fio_status = get.fio_status;
