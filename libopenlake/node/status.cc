@@ -40,6 +40,14 @@ std::string Encode(const NodeStatus& s) {
     w->set_free_bytes(d.free_bytes);
     w->set_errors(d.errors);
   }
+  for (const PeerView& p : s.peers) {
+    wire::Peer* w = m.add_peers();
+    w->set_id(p.id);
+    w->set_rpc_addr(p.rpc_addr);
+    w->set_state(p.state);
+    w->set_missed(p.missed);
+    w->set_since_secs(p.since_secs);
+  }
   return m.SerializeAsString();
 }
 
@@ -74,6 +82,9 @@ absl::StatusOr<NodeStatus> Decode(const std::string& payload) {
     d.free_bytes = w.free_bytes();
     d.errors = w.errors();
     s.drives.push_back(std::move(d));
+  }
+  for (const wire::Peer& w : m.peers()) {
+    s.peers.push_back(PeerView{w.id(), w.rpc_addr(), w.state(), w.missed(), w.since_secs()});
   }
   return s;
 }

@@ -19,11 +19,12 @@
 #include <google/protobuf/struct.pb.h>
 
 #include "../io/test_util.h"
-#include "integration_util.h"
 #include "../kv/kv_test_util.h"
+#include "integration_util.h"
 
 #include "openlake/io/socket.h"
 #include "openlake/kv/client.h"
+#include "openlake/node/status.h"
 #include "openlake/version.h"
 
 using google::protobuf::Struct;
@@ -134,6 +135,13 @@ class Proc {
     pid_ = -1;
     status_ = ExitCode(status);
     return status_;
+  }
+  // SIGKILL, as a crash.
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
   }
   std::string Output() const { return ReadFile(out_); }
 
@@ -785,4 +793,114 @@ TEST_CASE("openlake cluster topology: as configured, and probed", "[cli]") {
   CHECK(r.out.find("unreachable: ") != std::string::npos);
   CHECK(n0.Stop() == 0);
   CHECK(n1.Stop() == 0);
+}
+
+namespace {
+
+// Three KV-pool daemons on loopback with the same [[nodes]] list.
+struct KvCluster {
+  explicit KvCluster(const TempDir& dir) {
+    for (int i = 0; i < 3; ++i) ports.push_back(FreePort());
+    for (int i = 0; i < 3; ++i) {
+      std::ostringstream c;
+      c << "mode = \"kv\"\nself_id = " << i << "\nrpc_addr = \"" << Address(i) << "\"\n"
+        << "admin_addr = \"off\"\nkv_socket = \"" << dir.File("kv" + std::to_string(i) + ".sock")
+        << "\"\n[kv_slab]\ncapacity_gb = 0.0625\nsegment_mb = 4\n";
+      for (int n = 0; n < 3; ++n) {
+        c << "[[nodes]]\nid = " << n << "\nrpc_addr = \"" << Address(n) << "\"\n";
+      }
+      configs.push_back(WriteConfig(dir, "kv" + std::to_string(i) + ".toml", c.str()));
+    }
+  }
+  std::string Address(int i) const { return "127.0.0.1:" + std::to_string(ports[i]); }
+  std::vector<uint16_t> ports;
+  std::vector<std::string> configs;
+};
+
+// What node `at` says of peer `peer` ("" when it cannot be asked).
+std::string PeerState(const KvCluster& c, int at, uint32_t peer) {
+  auto st = openlake::node::QueryStatus(c.Address(at), {{}, absl::Seconds(2)});
+  if (!st.ok()) return "";
+  for (const auto& p : st->peers) {
+    if (p.id == peer) return p.state;
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE(
+    "A KV cluster's daemons probe each other: a killed peer is down within seconds, and up "
+    "again when it restarts",
+    "[cli][cluster]") {
+  TempDir dir;
+  KvCluster c(dir);
+  std::vector<std::unique_ptr<Proc>> n;
+  for (int i = 0; i < 3; ++i) {
+    n.push_back(
+        std::make_unique<Proc>(std::vector<std::string>{Env("OPENLAKED"), "--config", c.configs[i]},
+                               dir.File("kv" + std::to_string(i) + ".out")));
+  }
+  INFO(n[0]->Output() << n[1]->Output() << n[2]->Output());
+  for (auto& p : n) REQUIRE(p->WaitFor("cluster: node "));
+  // Every node sees both others up (each probes once a second).
+  for (int at = 0; at < 3; ++at) {
+    for (uint32_t peer = 0; peer < 3; ++peer) {
+      if (peer == static_cast<uint32_t>(at)) continue;
+      CHECK(WaitFor([&] { return PeerState(c, at, peer) == "up"; }, 10));
+    }
+  }
+  auto st = openlake::node::QueryStatus(c.Address(0), {});
+  REQUIRE(st.ok());
+  CHECK(st->peers.size() == 2);
+  // Node 2 crashes: three missed probes later the others say so, and log it.
+  n[2]->Kill();
+  const absl::Time killed = absl::Now();
+  CHECK(WaitFor([&] { return PeerState(c, 0, 2) == "down"; }, 10));
+  CHECK(WaitFor([&] { return PeerState(c, 1, 2) == "down"; }, 10));
+  CHECK(absl::Now() - killed < absl::Seconds(8));
+  CHECK(WaitFor(
+      [&] {
+        return n[0]->Output().find("cluster: node 2") != std::string::npos &&
+               n[0]->Output().find("is down") != std::string::npos;
+      },
+      5));
+  CHECK(PeerState(c, 0, 1) == "up");
+  // `cluster status` shows each node's own view.
+  CliResult r = Cli(dir, {"cluster", "status", "--config", c.configs[0], "--json"});
+  CHECK(r.rc == 1);  // node 2 does not answer
+  const Struct status = ParseJson(r.out);
+  const auto& list = Field(status, "nodes").list_value();
+  REQUIRE(list.values_size() == 3);
+  const auto& peers = Field(list.values(0).struct_value(), "peers").list_value();
+  REQUIRE(peers.values_size() == 2);
+  CHECK(Field(peers.values(0).struct_value(), "id").number_value() == 1);
+  CHECK(Field(peers.values(0).struct_value(), "state").string_value() == "up");
+  CHECK(Field(peers.values(1).struct_value(), "state").string_value() == "down");
+  CHECK(Field(peers.values(1).struct_value(), "missed").number_value() >= 3);
+  r = Cli(dir, {"cluster", "status", "--config", c.configs[0]});
+  CHECK(r.out.find("sees 1/2 peers up (not 2)") != std::string::npos);
+  // It restarts and is up again at its first answer.
+  n[2] = std::make_unique<Proc>(
+      std::vector<std::string>{Env("OPENLAKED"), "--config", c.configs[2]}, dir.File("kv2b.out"));
+  REQUIRE(n[2]->WaitFor("cluster: node "));
+  CHECK(WaitFor([&] { return PeerState(c, 0, 2) == "up"; }, 10));
+  CHECK(WaitFor([&] { return PeerState(c, 2, 0) == "up"; }, 10));
+  for (auto& p : n) CHECK(p->Stop() == 0);
+}
+
+TEST_CASE("A cluster beyond loopback without rpc_secret does not start", "[cli][cluster]") {
+  TempDir dir;
+  const uint16_t port = FreePort();
+  std::ostringstream c;
+  c << "mode = \"kv\"\nself_id = 0\nrpc_addr = \"127.0.0.1:" << port << "\"\n"
+    << "admin_addr = \"off\"\nkv_socket = \"" << dir.File("kv.sock") << "\"\n"
+    << "[kv_slab]\ncapacity_gb = 0.0625\n"
+    << "[[nodes]]\nid = 0\nrpc_addr = \"127.0.0.1:" << port << "\"\n"
+    << "[[nodes]]\nid = 1\nrpc_addr = \"192.0.2.7:9400\"\n";
+  const std::string cfg = WriteConfig(dir, "kv.toml", c.str());
+  Proc d({Env("OPENLAKED"), "--config", cfg}, dir.File("d.out"));
+  CHECK_FALSE(d.WaitFor("KV pool:", 20));  // it exits first
+  CHECK(d.Stop() == 2);
+  CHECK(d.Output().find("needs rpc_secret") != std::string::npos);
 }

@@ -45,6 +45,8 @@ NodeStatus Sample() {
     d.errors = i * 3ull;
     st.drives.push_back(d);
   }
+  st.peers.push_back({2, "127.0.0.1:9402", "up", 0, 12.5});
+  st.peers.push_back({3, "127.0.0.1:9403", "down", 4, 3.25});
   return st;
 }
 
@@ -88,6 +90,14 @@ TEST_CASE("node status: every field travels", "[node]") {
     CHECK(a.total_bytes == b.total_bytes);
     CHECK(a.free_bytes == b.free_bytes);
     CHECK(a.errors == b.errors);
+  }
+  REQUIRE(got->peers.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(got->peers[i].id == want.peers[i].id);
+    CHECK(got->peers[i].rpc_addr == want.peers[i].rpc_addr);
+    CHECK(got->peers[i].state == want.peers[i].state);
+    CHECK(got->peers[i].missed == want.peers[i].missed);
+    CHECK(got->peers[i].since_secs == want.peers[i].since_secs);
   }
   CHECK(calls == 1);
   (*srv)->Stop();

@@ -124,12 +124,18 @@ TEST_CASE("errors name the file, the line and the key", "[config]") {
     REQUIRE(!c.ok());
     CHECK(Msg(c.status()).find("self_id 3") != std::string::npos);
   }
-  SECTION("kv mode takes one node") {
+  SECTION("kv mode takes a cluster of nodes, with unique ids") {
     auto c = ParseConfig(
         "mode = \"kv\"\n[[nodes]]\nid = 0\nrpc_addr = \"a:1\"\n[[nodes]]\nid = 1\nrpc_addr = "
         "\"b:1\"\n",
         "k.toml");
-    REQUIRE(!c.ok());
+    REQUIRE(c.ok());
+    CHECK(c->nodes.size() == 2);
+    auto dup = ParseConfig(
+        "mode = \"kv\"\n[[nodes]]\nid = 0\nrpc_addr = \"a:1\"\n[[nodes]]\nid = 0\nrpc_addr = "
+        "\"b:1\"\n",
+        "k.toml");
+    REQUIRE(!dup.ok());
   }
   SECTION("parity beyond half") {
     auto c = ParseConfig("set_drive_count = 4\ndefault_parity_count = 3\n", "p.toml");

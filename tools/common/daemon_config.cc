@@ -419,15 +419,17 @@ absl::Status ValidateImpl(const Config& cfg) {
         StrCat(src, ": [rdma] backend = \"ucx\" is only valid with mode = \"kv\""));
   }
   if (!cfg.nodes.empty()) {
+    absl::flat_hash_set<uint32_t> ids;
+    for (const NodeConfig& n : cfg.nodes) {
+      if (!ids.insert(n.id).second) {
+        return absl::InvalidArgumentError(StrCat(src, ": [[nodes]] lists id ", n.id, " twice"));
+      }
+    }
     bool found = false;
     for (const NodeConfig& n : cfg.nodes) found = found || n.id == cfg.self_id;
     if (!found) {
       return absl::InvalidArgumentError(
           StrCat(src, ": self_id ", cfg.self_id, " is not the id of any [[nodes]] entry"));
-    }
-    if (cfg.mode == Mode::kKv && cfg.nodes.size() != 1) {
-      return absl::InvalidArgumentError(
-          StrCat(src, ": mode = \"kv\" takes exactly one [[nodes]] entry (this node)"));
     }
   }
   if (cfg.mode == Mode::kStorage) {

@@ -136,14 +136,24 @@ void PrintStatusJson(const StatusOptions& o, const std::vector<NodeReport>& node
       w.Key("admin_addr");
       st.admin_addr.empty() ? w.Null() : w.String(st.admin_addr);
       w.Field("drives", static_cast<uint64_t>(st.drives.size()))
-          .Field("drives_online", OnlineDrives(st))
-          .Key("error")
-          .Null();
+          .Field("drives_online", OnlineDrives(st));
+      // Its own view of the other members (its liveness probes).
+      w.Key("peers").BeginArray();
+      for (const node::PeerView& p : st.peers) {
+        w.BeginObject()
+            .Field("id", p.id)
+            .Field("state", p.state)
+            .Field("missed", p.missed)
+            .Field("since_secs", p.since_secs)
+            .EndObject();
+      }
+      w.EndArray().Key("error").Null();
     } else {
       w.Key("version").Null().Key("uptime_secs").Null();
       w.Key("serves").BeginArray().EndArray();
       w.Key("s3_addr").Null().Key("admin_addr").Null();
       w.Key("drives").Null().Key("drives_online").Null();
+      w.Key("peers").BeginArray().EndArray();
       w.Field("error", Message(r.error));
     }
     w.EndObject();
@@ -170,6 +180,16 @@ void PrintStatusText(const std::vector<NodeReport>& nodes, int up) {
     }
     if (st.kv) detail += "KV slab " + HumanBytes(st.kv_slab_bytes) + ", ";
     if (!st.admin_addr.empty()) detail += "admin " + st.admin_addr + ", ";
+    if (!st.peers.empty()) {
+      std::vector<std::string> down;
+      for (const node::PeerView& p : st.peers) {
+        if (p.state != "up") down.push_back(absl::StrCat(p.id));
+      }
+      detail +=
+          absl::StrFormat("sees %zu/%zu peers up", st.peers.size() - down.size(), st.peers.size());
+      if (!down.empty()) detail += " (not " + absl::StrJoin(down, ",") + ")";
+      detail += ", ";
+    }
     if (!detail.empty()) detail.resize(detail.size() - 2);
     std::printf("%-5u %-24s %-5s %-9s %-8s %-7s %s\n", r.node.id, r.node.rpc_addr.c_str(), "up",
                 st.version.c_str(), Uptime(st.uptime_secs).c_str(),

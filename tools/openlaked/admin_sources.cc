@@ -150,13 +150,34 @@ void KvMetrics(openlake::kv::KvService& kv, openlake::PrometheusWriter& w) {
   }
 }
 
+// The members and their liveness as this node probes them.
+void ClusterMetrics(const openlake::cluster::Membership& m, openlake::PrometheusWriter& w) {
+  const auto states = m.Snapshot();
+  w.Gauge("openlake_cluster_members", "Nodes in [[nodes]], this one included", states.size());
+  w.Gauge("openlake_cluster_members_live", "Members this node sees up, itself included",
+          m.live_count());
+  for (const auto& s : states) {
+    if (s.self) continue;
+    w.Gauge("openlake_cluster_member_up", "1 while a peer answers its liveness probes",
+            s.liveness == openlake::cluster::Liveness::kUp ? 1 : 0,
+            {{"node", absl::StrCat(s.member.id)}, {"rpc_addr", s.member.rpc_addr}});
+  }
+  for (const auto& s : states) {
+    if (s.self) continue;
+    w.Counter("openlake_cluster_member_transitions_total", "Times a peer went down or came back up",
+              s.transitions, {{"node", absl::StrCat(s.member.id)}});
+  }
+}
+
 }  // namespace
 
 openlake::AdminSources MakeAdminSources(openlake::io::Runtime* rt, openlake::kv::KvService* kv,
-                                        ObjectStoreNode* objects, absl::Time started) {
+                                        ObjectStoreNode* objects,
+                                        const openlake::cluster::Membership* membership,
+                                        absl::Time started) {
   openlake::AdminSources src;
   auto history = std::make_shared<LoopHistory>();
-  src.metrics = [rt, kv, objects, started, history](openlake::PrometheusWriter& w) {
+  src.metrics = [rt, kv, objects, membership, started, history](openlake::PrometheusWriter& w) {
     w.Gauge("openlake_build_info", "The running version", 1,
             {{"version", std::string(openlake::Version())}});
     w.Gauge("openlake_uptime_seconds", "Seconds since openlaked started",
@@ -164,6 +185,7 @@ openlake::AdminSources MakeAdminSources(openlake::io::Runtime* rt, openlake::kv:
     RuntimeMetrics(*rt, *history, w);
     if (kv != nullptr) KvMetrics(*kv, w);
     if (objects != nullptr) objects->WriteMetrics(w);
+    if (membership != nullptr) ClusterMetrics(*membership, w);
   };
   src.ready = [kv, objects](std::string* why) {
     if (kv != nullptr && !kv->Stats().ok()) {

@@ -3,10 +3,16 @@
 #pragma once
 
 #include "absl/time/time.h"
+
 #include "object_store.h"
+
 #include "openlake/admin.h"
+#include "openlake/cluster/membership.h"
 #include "openlake/io/reactor.h"
 #include "openlake/kv/service.h"
 
+// `membership` (may be null: no cluster) must outlive the admin listener.
 openlake::AdminSources MakeAdminSources(openlake::io::Runtime* rt, openlake::kv::KvService* kv,
-                                        ObjectStoreNode* objects, absl::Time started);
+                                        ObjectStoreNode* objects,
+                                        const openlake::cluster::Membership* membership,
+                                        absl::Time started);

@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -27,6 +28,8 @@
 #include "node_status.h"
 #include "object_store.h"
 
+#include "openlake/cluster/membership.h"
+#include "openlake/cluster/prober.h"
 #include "openlake/io/reactor.h"
 #include "openlake/io/socket.h"
 #include "openlake/kv/service.h"
@@ -38,6 +41,24 @@
 namespace {
 
 using openlake::tools::HumanBytes;
+
+// Parses the address `what` names; one beyond loopback without its secret (`secured` false) is
+// refused with `beyond`. Prints why and answers nothing on failure.
+std::optional<openlake::io::SocketAddress> CheckAddress(const std::string& what,
+                                                        const std::string& address, bool secured,
+                                                        const char* beyond) {
+  auto addr = openlake::io::SocketAddress::Parse(address);
+  if (!addr.ok()) {
+    std::fprintf(stderr, "openlaked: %s: %s\n", what.c_str(),
+                 std::string(addr.status().message()).c_str());
+    return std::nullopt;
+  }
+  if (!addr->IsLoopback() && !secured) {
+    std::fprintf(stderr, "openlaked: %s %s %s\n", what.c_str(), address.c_str(), beyond);
+    return std::nullopt;
+  }
+  return *addr;
+}
 
 // Default place of the KV pool's Unix socket: /run/openlake for root, the user's runtime
 // folder otherwise, else a per-user folder in /tmp (checked to be ours by the service).
@@ -114,35 +135,28 @@ int Run(const std::string& config_path) {
 
   const bool admin_explicit = !cfg.admin_addr.empty();
   const std::string admin_at = admin_explicit ? cfg.admin_addr : "127.0.0.1:9464";
-  if (cfg.admin_addr != "off") {
-    auto admin_addr = openlake::io::SocketAddress::Parse(admin_at);
-    if (!admin_addr.ok()) {
-      std::fprintf(stderr, "openlaked: admin_addr: %s\n",
-                   std::string(admin_addr.status().message()).c_str());
-      return 2;
-    }
-    if (!admin_addr->IsLoopback() && cfg.admin_token.empty()) {
-      std::fprintf(stderr,
-                   "openlaked: admin_addr %s listens beyond loopback: set admin_token "
-                   "(clients send it as \"Authorization: Bearer <token>\")\n",
-                   admin_at.c_str());
-      return 2;
-    }
+  if (cfg.admin_addr != "off" &&
+      !CheckAddress("admin_addr", admin_at, !cfg.admin_token.empty(),
+                    "listens beyond loopback: set admin_token (clients send it as "
+                    "\"Authorization: Bearer <token>\")")) {
+    return 2;
   }
-
   // rpc_addr serves the KV pool and the node status (every node answers it there).
-  auto rpc_addr = openlake::io::SocketAddress::Parse(cfg.rpc_addr);
-  if (!rpc_addr.ok()) {
-    std::fprintf(stderr, "openlaked: rpc_addr: %s\n",
-                 std::string(rpc_addr.status().message()).c_str());
-    return 2;
-  }
-  if (!rpc_addr->IsLoopback() && cfg.rpc_secret.empty()) {
-    std::fprintf(stderr,
-                 "openlaked: rpc_addr %s listens beyond loopback: set rpc_secret (or "
-                 "OPENLAKE_RPC_SECRET); its clients present it in the RPC handshake\n",
-                 cfg.rpc_addr.c_str());
-    return 2;
+  auto rpc_addr = CheckAddress("rpc_addr", cfg.rpc_addr, !cfg.rpc_secret.empty(),
+                               "listens beyond loopback: set rpc_secret (or OPENLAKE_RPC_SECRET); "
+                               "its clients present it in the RPC handshake");
+  if (!rpc_addr) return 2;
+  // A cluster: every member's address must parse, and links beyond loopback need the secret
+  // (the peers' listeners ask for it, and this node's probes present it).
+  const bool cluster = cfg.nodes.size() > 1;
+  for (const openlake::tools::NodeConfig& n :
+       cluster ? cfg.nodes : std::vector<openlake::tools::NodeConfig>{}) {
+    if (!CheckAddress(absl::StrCat("[[nodes]] id ", n.id, " rpc_addr"), n.rpc_addr,
+                      !cfg.rpc_secret.empty(),
+                      "is beyond loopback: a cluster beyond loopback needs rpc_secret (or "
+                      "OPENLAKE_RPC_SECRET), the same on every node")) {
+      return 2;
+    }
   }
 
   // Block the stop signals before any thread starts, so every thread inherits the mask and only
@@ -253,16 +267,44 @@ int Run(const std::string& config_path) {
       std::printf("node status: rpc %s\n", status_server->address().c_str());
     }
   }
+  // Liveness of the other members, probed over their node status RPC.
+  std::unique_ptr<openlake::cluster::Membership> membership;
+  std::unique_ptr<openlake::cluster::Prober> prober;
+  if (cluster) {
+    std::vector<openlake::cluster::Member> members;
+    for (const auto& n : cfg.nodes) members.push_back({n.id, n.rpc_addr});
+    membership = std::make_unique<openlake::cluster::Membership>(
+        cfg.self_id, std::move(members), openlake::cluster::MembershipOptions{});
+    openlake::cluster::ProberOptions po;
+    po.secret = cfg.rpc_secret;
+    auto p = openlake::cluster::Prober::Start(*membership, po);
+    if (!p.ok()) {
+      std::fprintf(stderr, "openlaked: cluster: %s\n", std::string(p.status().message()).c_str());
+      status->SetObjects(nullptr);
+      if (objects) objects->Stop();
+      if (status_server) status_server->Stop();
+      if (kv) kv->Stop();
+      rt->Stop();
+      return 1;
+    }
+    prober = *std::move(p);
+    status->SetMembership(membership.get());
+    std::printf("cluster: node %u of %zu, probing its peers' node status every 1 s\n", cfg.self_id,
+                cfg.nodes.size());
+  }
   std::unique_ptr<openlake::AdminServer> admin;
   if (cfg.admin_addr != "off") {
     auto a = openlake::AdminServer::Start(
-        {admin_at, cfg.admin_token}, MakeAdminSources(rt.get(), kv.get(), objects.get(), started));
+        {admin_at, cfg.admin_token},
+        MakeAdminSources(rt.get(), kv.get(), objects.get(), membership.get(), started));
     if (!a.ok() && !admin_explicit) {
       std::printf("admin: not started (%s: %s); set admin_addr to serve /metrics elsewhere\n",
                   admin_at.c_str(), std::string(a.status().message()).c_str());
     } else if (!a.ok()) {
       std::fprintf(stderr, "openlaked: admin listener: %s\n",
                    std::string(a.status().message()).c_str());
+      status->SetMembership(nullptr);
+      if (prober) prober->Stop();
       status->SetObjects(nullptr);
       if (objects) objects->Stop();
       if (status_server) status_server->Stop();
@@ -283,6 +325,8 @@ int Run(const std::string& config_path) {
   std::printf("openlaked: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   std::fflush(stdout);
   if (admin) admin->Stop();
+  status->SetMembership(nullptr);
+  if (prober) prober->Stop();
   status->SetObjects(nullptr);
   if (objects) objects->Stop();
   if (status_server) status_server->Stop();

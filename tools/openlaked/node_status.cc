@@ -22,6 +22,11 @@ void NodeStatusSource::SetAdmin(std::string address) {
   admin_addr_ = std::move(address);
 }
 
+void NodeStatusSource::SetMembership(const openlake::cluster::Membership* membership) {
+  absl::MutexLock lock(&mu_);
+  membership_ = membership;
+}
+
 openlake::node::NodeStatus NodeStatusSource::Status() const {
   openlake::node::NodeStatus st;
   st.node_id = node_id_;
@@ -33,5 +38,14 @@ openlake::node::NodeStatus NodeStatusSource::Status() const {
   st.kv_slab_bytes = kv_slab_bytes_;
   st.admin_addr = admin_addr_;
   if (objects_ != nullptr) objects_->FillStatus(&st);
+  if (membership_ != nullptr) {
+    const absl::Time now = absl::Now();
+    for (const openlake::cluster::MemberState& m : membership_->Snapshot()) {
+      if (m.self) continue;
+      const bool changed = m.since != absl::InfinitePast();
+      st.peers.push_back({m.member.id, m.member.rpc_addr, LivenessName(m.liveness), m.missed,
+                          changed ? absl::ToDoubleSeconds(now - m.since) : 0.0});
+    }
+  }
   return st;
 }

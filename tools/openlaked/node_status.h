@@ -13,6 +13,7 @@
 #include "daemon_config.h"
 #include "object_store.h"
 
+#include "openlake/cluster/membership.h"
 #include "openlake/node/status.h"
 
 class NodeStatusSource {
@@ -23,6 +24,8 @@ class NodeStatusSource {
   void SetKv(uint64_t slab_bytes);
   void SetObjects(const ObjectStoreNode* objects);  // nullptr: stopping
   void SetAdmin(std::string address);
+  // The cluster's members and their liveness (nullptr: none, or stopping).
+  void SetMembership(const openlake::cluster::Membership* membership);
 
   // Any thread; never blocks for long (the RPC calls it on a reactor).
   openlake::node::NodeStatus Status() const;
@@ -35,4 +38,5 @@ class NodeStatusSource {
   uint64_t kv_slab_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   const ObjectStoreNode* objects_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::string admin_addr_ ABSL_GUARDED_BY(mu_);
+  const openlake::cluster::Membership* membership_ ABSL_GUARDED_BY(mu_) = nullptr;
 };

@@ -38,7 +38,7 @@ enum class Liveness {
   kDown,
 };
 
-const char* LivenessName(Liveness l);
+OL_EXPORT const char* LivenessName(Liveness l);
 
 // One member as this node sees it.
 struct MemberState {
@@ -54,7 +54,7 @@ struct MemberState {
 
 // The live members at one moment (this node always among them), sorted by id. `epoch` grows at
 // every change, so a holder can tell whether what it derived from a set is stale.
-struct LiveSet {
+struct OL_EXPORT LiveSet {
   uint64_t epoch = 0;
   std::vector<Member> members;
 

@@ -51,6 +51,15 @@ struct DriveStatus {
   uint64_t errors = 0;       // I/O errors and damaged data found since the node started
 };
 
+// Another member of the cluster as the answering node sees it (cluster/membership.h).
+struct PeerView {
+  uint32_t id = 0;
+  std::string rpc_addr;
+  std::string state;      // "up", "down", "unknown"
+  uint32_t missed = 0;    // probes unanswered in a row
+  double since_secs = 0;  // since `state` last changed; 0 when it never did
+};
+
 struct NodeStatus {
   uint32_t node_id = 0;
   std::string version;
@@ -67,6 +76,9 @@ struct NodeStatus {
   int data_shards = 0;
   int parity_shards = 0;
   std::vector<DriveStatus> drives;
+  // The other members of its [[nodes]] and their liveness as this node probes them; empty on a
+  // node outside a cluster.
+  std::vector<PeerView> peers;
 };
 
 using StatusFn = std::function<NodeStatus()>;
