@@ -17,14 +17,9 @@ absl::StatusOr<std::unique_ptr<Prober>> Prober::Start(Membership& membership,
   if (options.interval <= absl::ZeroDuration() || options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("prober interval and timeout must be positive");
   }
+  // Addresses are resolved at each connect, not here: a peer's DNS name (a Kubernetes pod's)
+  // may not resolve until that peer runs, which is a miss, not a reason not to start.
   std::vector<Member> peers = membership.Peers();
-  for (const Member& p : peers) {
-    auto addr = io::SocketAddress::Parse(p.rpc_addr);
-    if (!addr.ok()) {
-      return absl::InvalidArgumentError(
-          StrCat("node ", p.id, " rpc_addr \"", p.rpc_addr, "\": ", addr.status().message()));
-    }
-  }
   std::unique_ptr<Prober> prober(new Prober(membership, std::move(options)));
   for (Member& p : peers) {
     prober->threads_.emplace_back([raw = prober.get(), peer = std::move(p)] { raw->Probe(peer); });
@@ -43,7 +38,6 @@ void Prober::Stop() {
 }
 
 void Prober::Probe(const Member& peer) {
-  const io::SocketAddress addr = io::SocketAddress::Parse(peer.rpc_addr).value();
   net::RpcClientOptions co;
   co.secret = options_.secret;
   co.connect_timeout = options_.timeout;
@@ -54,7 +48,9 @@ void Prober::Probe(const Member& peer) {
     const absl::Time started = absl::Now();
     absl::Status miss;
     if (client == nullptr) {
-      auto c = net::RpcClient::Connect(addr, co);
+      absl::StatusOr<io::SocketAddress> addr = io::SocketAddress::Parse(peer.rpc_addr);
+      absl::StatusOr<std::unique_ptr<net::RpcClient>> c =
+          addr.ok() ? net::RpcClient::Connect(*addr, co) : addr.status();
       if (c.ok()) {
         client = *std::move(c);
       } else {

@@ -904,3 +904,25 @@ TEST_CASE("A cluster beyond loopback without rpc_secret does not start", "[cli][
   CHECK(d.Stop() == 2);
   CHECK(d.Output().find("needs rpc_secret") != std::string::npos);
 }
+
+TEST_CASE("A cluster peer whose name does not resolve yet is down, and the daemon serves",
+          "[cli][cluster]") {
+  TempDir dir;
+  const uint16_t port = FreePort();
+  std::ostringstream c;
+  c << "mode = \"kv\"\nself_id = 0\nrpc_addr = \"127.0.0.1:" << port << "\"\n"
+    << "admin_addr = \"off\"\nrpc_secret = \"a-cluster-secret-1234\"\nkv_socket = \""
+    << dir.File("kv.sock") << "\"\n[kv_slab]\ncapacity_gb = 0.0625\n"
+    << "[[nodes]]\nid = 0\nrpc_addr = \"127.0.0.1:" << port << "\"\n"
+    << "[[nodes]]\nid = 1\nrpc_addr = \"openlake-1.not-yet.invalid:9400\"\n";
+  const std::string cfg = WriteConfig(dir, "kv.toml", c.str());
+  Proc d({Env("OPENLAKED"), "--config", cfg}, dir.File("d.out"));
+  INFO(d.Output());
+  REQUIRE(d.WaitFor("cluster: node 0 of 2"));
+  auto down = [&] {
+    auto st = openlake::node::QueryStatus("127.0.0.1:" + std::to_string(port), {});
+    return st.ok() && st->peers.size() == 1 && st->peers[0].state == "down";
+  };
+  CHECK(WaitFor(down, 10));
+  CHECK(d.Stop() == 0);
+}

@@ -4,6 +4,7 @@
 //   openlaked                      # the embedded default: KV pool on 127.0.0.1:9400,
 //                                  # S3 on 127.0.0.1:9000 over ./data/d0..d3
 //   openlaked --config node.toml   # upstream-compatible TOML (see docs/configuration.md)
+#include <arpa/inet.h>
 #include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -58,6 +59,21 @@ std::optional<openlake::io::SocketAddress> CheckAddress(const std::string& what,
     return std::nullopt;
   }
   return *addr;
+}
+
+// "127.0.0.1:9400", "[::1]:9400", "localhost:9400" (without resolving anything).
+bool IsLoopbackLiteral(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) return false;
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 // Default place of the KV pool's Unix socket: /run/openlake for root, the user's runtime
@@ -149,12 +165,15 @@ int Run(const std::string& config_path) {
   // A cluster: every member's address must parse, and links beyond loopback need the secret
   // (the peers' listeners ask for it, and this node's probes present it).
   const bool cluster = cfg.nodes.size() > 1;
+  // Peers are not resolved here: a name (a Kubernetes pod's) may resolve only once that peer
+  // runs. Anything but a loopback literal counts as beyond loopback.
   for (const openlake::tools::NodeConfig& n :
        cluster ? cfg.nodes : std::vector<openlake::tools::NodeConfig>{}) {
-    if (!CheckAddress(absl::StrCat("[[nodes]] id ", n.id, " rpc_addr"), n.rpc_addr,
-                      !cfg.rpc_secret.empty(),
-                      "is beyond loopback: a cluster beyond loopback needs rpc_secret (or "
-                      "OPENLAKE_RPC_SECRET), the same on every node")) {
+    if (!IsLoopbackLiteral(n.rpc_addr) && cfg.rpc_secret.empty()) {
+      std::fprintf(stderr,
+                   "openlaked: [[nodes]] id %u rpc_addr %s is beyond loopback: a cluster beyond "
+                   "loopback needs rpc_secret (or OPENLAKE_RPC_SECRET), the same on every node\n",
+                   n.id, n.rpc_addr.c_str());
       return 2;
     }
   }
