@@ -181,6 +181,9 @@ absl::StatusOr<std::unique_ptr<UcxRegion>> UcxRegion::Map(UcxContext& context, v
 
 // ---- workers ----------------------------------------------------------------------------
 
+struct GetBatch;
+void FreeOrphans(std::vector<GetBatch*>& orphans);
+
 struct UcxWorker::Impl {
   bool shm_only = false;  // its context's
   // Polls the event fd through the reactor. Owned by the worker until the worker goes while a
@@ -204,6 +207,9 @@ struct UcxWorker::Impl {
   io::Reactor* reactor = nullptr;
   Poller* poller = nullptr;
   bool kick_pending = false;
+  // Batches whose endpoint closed before UCX gave their gets back: a late callback frees one;
+  // what is left when the worker is destroyed, UCX will never answer.
+  std::vector<GetBatch*> orphans;
   // Expires with the worker: a deferred Kick that finds it gone does nothing.
   std::shared_ptr<Impl*> self;
 
@@ -241,6 +247,7 @@ UcxWorker::~UcxWorker() {
     }
   }
   if (w.worker != nullptr) ucp_worker_destroy(w.worker);
+  FreeOrphans(w.orphans);
 }
 
 absl::StatusOr<std::unique_ptr<UcxWorker>> UcxWorker::Create(UcxContext& context) {
@@ -292,8 +299,6 @@ void UcxWorker::Kick() {
 }
 
 // ---- endpoints and keys -----------------------------------------------------------------
-
-struct GetBatch;
 
 // What an endpoint's gets in flight share with it, and keep while UCX still holds them.
 struct UcxEndpointState {
@@ -404,6 +409,7 @@ struct GetBatch {
   size_t pending = 1;
   absl::Status status;
   UcxDone done;  // empty once an orphan's caller has been answered
+  UcxWorker::Impl* orphaned_in = nullptr;  // the worker that holds it once orphaned
 
   void Fail(ucs_status_t st) {
     if (!status.ok()) return;
@@ -414,7 +420,8 @@ struct GetBatch {
     UcxDone fn = std::move(done);
     // Aborted while in flight: the bytes may have come, but after the caller gave up on them.
     absl::Status st = status.ok() ? endpoint->failed : std::move(status);
-    std::vector<GetBatch*>& live = endpoint->batches;
+    std::vector<GetBatch*>& live =
+        orphaned_in != nullptr ? orphaned_in->orphans : endpoint->batches;
     live.erase(std::remove(live.begin(), live.end(), this), live.end());
     delete this;
     if (fn) fn(std::move(st));
@@ -427,8 +434,14 @@ struct GetBatch {
   }
 };
 
+void FreeOrphans(std::vector<GetBatch*>& orphans) {
+  for (GetBatch* b : orphans) delete b;
+  orphans.clear();
+}
+
 // Gets that UCX did not give back when their endpoint closed (a flushed close to a peer that
-// stopped answering): their callers are answered now; the batches stay for UCX's callbacks.
+// stopped answering): their callers are answered now; the batches move to the worker, for
+// UCX's late callbacks or the worker's end.
 void UcxEndpoint::Impl::OrphanBatches() {
   OL_LOG(kWarning) << state->batches.size()
                    << " UCX get batches outlive their endpoint; failing them";
@@ -437,6 +450,11 @@ void UcxEndpoint::Impl::OrphanBatches() {
   const absl::Status why = state->failed.ok()
                                ? absl::UnavailableError("UCX endpoint closed with gets in flight")
                                : state->failed;
+  std::vector<GetBatch*>& kept = worker->impl()->orphans;
+  for (GetBatch* b : orphans) {
+    b->orphaned_in = worker->impl();
+    kept.push_back(b);
+  }
   for (GetBatch* b : orphans) {
     UcxDone fn = std::move(b->done);
     b->done = nullptr;
