@@ -864,6 +864,11 @@ uint32_t Pool::BlockBytesOf(uint32_t id) const {
   return it == namespaces_.end() ? 0 : it->second.ns.block_bytes;
 }
 
+const Namespace* Pool::NamespaceOf(uint32_t id) const {
+  auto it = namespaces_.find(id);
+  return it == namespaces_.end() ? nullptr : &it->second.ns;
+}
+
 PoolStats Pool::Stats() const {
   PoolStats s = counters_;
   s.capacity_bytes = header_->total_bytes;

@@ -172,6 +172,8 @@ class Pool {
   uint32_t OwnerOf(uint32_t id) const;
   // The namespace's block size, 0 when none.
   uint32_t BlockBytesOf(uint32_t id) const;
+  // Namespace `id` (its name and digest name it to other daemons); null when none.
+  const Namespace* NamespaceOf(uint32_t id) const;
   // A session that belongs to the daemon itself (the disk tier's promotions): no reservation
   // cap applies to it.
   static constexpr uint64_t kInternalSession = ~uint64_t{0} - 1;

@@ -10,6 +10,7 @@
 
 #include "kv/disk_tier.h"
 #include "kv/pool.h"
+#include "kv/remote.h"
 #include "kv/slab.h"
 #include "kv/wire.h"
 
@@ -58,9 +59,9 @@ int64_t NowNs() {
 // per-core registry, which is built for concurrent readers).
 class KvService::Impl {
  public:
-  Impl(io::Reactor& r, std::unique_ptr<SlabMapping> slab, const KvServiceOptions& o,
-       std::unique_ptr<DiskTier> tier)
-      : reactor_(r),
+  Impl(io::Runtime& rt, unsigned index, std::unique_ptr<SlabMapping> slab,
+       const KvServiceOptions& o, std::unique_ptr<DiskTier> tier)
+      : reactor_(rt.reactor(index)),
         options_(o),
         slab_(std::move(slab)),
         pool_(slab_->base(), PoolOptionsFor(o, slab_->size(), tier != nullptr)),
@@ -90,6 +91,17 @@ class KvService::Impl {
       tier_->SetConfirm(
           [this](const DiskTier::SpillItem& it) { return pool_.SpillCurrent(it.token, it.tag); });
     }
+    if (o.cluster.membership != nullptr) {
+      remote_ = std::make_unique<Remote>(
+          rt, index, pool_, *slab_, o.cluster, [this](uint32_t ns, const BlockKey& key) {
+            return pool_.Contains(ns, key) || (tier_ && tier_->Contains(ns, key));
+          });
+    }
+  }
+
+  // Not on a reactor thread, before Stop: the cluster's agent threads end.
+  void StopRemoteThreads() {
+    if (remote_) remote_->StopThreads();
   }
 
   DiskTier* tier() { return tier_.get(); }
@@ -120,6 +132,7 @@ class KvService::Impl {
     OL_ASSIGN_OR_RETURN(server_, net::RpcServer::Create(reactor_, ro));
     Register();
     if (options_.extend) options_.extend(*server_);
+    if (remote_) OL_RETURN_IF_ERROR(remote_->Start(*server_));
     server_->OnDisconnect([this](const net::ConnectionInfo& info) {
       pool_.CloseSession(info.id);
       if (auto it = promoting_.find(info.id); it != promoting_.end()) it->second.closed = true;
@@ -154,6 +167,9 @@ class KvService::Impl {
     stopped_ = true;
     draining_ = false;
     StopServing();
+    // With its agents ended, the cluster side closes its UCX objects here; otherwise (the
+    // runtime stopped first) when it is destroyed, after the reactor.
+    if (remote_ && remote_->threads_stopped()) remote_->StopOnReactor();
   }
 
   // Shutdown with a disk tier: stop serving, then write every dirty block.
@@ -212,6 +228,7 @@ class KvService::Impl {
         tier_->Tick();
         PumpSpill();
       }
+      if (remote_) remote_->Tick();
       ScheduleSweep();
     });
   }
@@ -341,19 +358,7 @@ class KvService::Impl {
           }
           OL_RETURN_IF_ERROR(pool_.MayWrite(Ref(req.ns()), CallerOf(call)));
           OL_RETURN_IF_ERROR(pool_.Commit(call.connection().id, Ref(req.ns()), entries, NowNs()));
-          if (tier_) {
-            // Bytes the disk holds already need not be written again; an older version there
-            // must not outlive the new one.
-            const uint32_t ns = req.ns().id();
-            for (const CommitEntry& e : entries) {
-              if (tier_->Holds(ns, e.key, e.checksum)) {
-                pool_.MarkClean(ns, e.key, e.checksum);
-              } else {
-                tier_->Drop(ns, e.key);
-              }
-            }
-            PumpSpill();
-          }
+          AfterCommit(req.ns().id(), entries);
           return Reply(call, wire::CommitResponse());
         });
 
@@ -364,7 +369,8 @@ class KvService::Impl {
           OL_ASSIGN_OR_RETURN(Pins pinned, pool_.Lookup(call.connection().id, ref, keys, NowNs()));
           const bool compact = req.compact();
           if (!tier_ || pinned.hits.size() == keys.size()) {
-            return ReplyLookup(call, pinned, compact);
+            AnswerLookup(std::move(call), ref, std::move(keys), std::move(pinned), compact);
+            return absl::OkStatus();
           }
           // The keys after the slab's prefix that the disk holds, up to the first in neither.
           // At most a quarter of the slab per call, and kMaxPromote blocks.
@@ -377,7 +383,10 @@ class KvService::Impl {
             if (!tier_->Contains(ref.id, keys[i])) break;
             wanted.push_back(static_cast<uint32_t>(i));
           }
-          if (wanted.empty()) return ReplyLookup(call, pinned, compact);
+          if (wanted.empty()) {
+            AnswerLookup(std::move(call), ref, std::move(keys), std::move(pinned), compact);
+            return absl::OkStatus();
+          }
           Promote(std::move(call), ref, std::move(keys), std::move(pinned), std::move(wanted),
                   compact);
           return absl::OkStatus();
@@ -405,10 +414,29 @@ class KvService::Impl {
               if (prefix) ++r.prefix;
             }
           }
-          wire::ExistsResponse resp;
-          resp.set_prefix(r.prefix);
           std::string present(r.present.size(), '\0');
           for (size_t i = 0; i < r.present.size(); ++i) present[i] = r.present[i] ? 1 : 0;
+          const size_t prefix = r.prefix;
+          if (remote_ && prefix < keys.size()) {
+            // What follows the prefix may be on a peer: the answer waits for the owner's (or
+            // the lookup timeout), and counts the keys it holds as present.
+            auto pending = std::make_shared<net::RpcCall>(std::move(call));
+            const bool started = remote_->Probe(
+                req.ns().id(), std::move(keys), prefix,
+                [pending, prefix, present = present](size_t more) mutable {
+                  for (size_t i = prefix; i < prefix + more && i < present.size(); ++i) {
+                    present[i] = 1;
+                  }
+                  wire::ExistsResponse resp;
+                  resp.set_prefix(static_cast<uint32_t>(prefix + more));
+                  resp.set_present(std::move(present));
+                  (void)Reply(*pending, resp);
+                });
+            if (started) return absl::OkStatus();
+            call = std::move(*pending);
+          }
+          wire::ExistsResponse resp;
+          resp.set_prefix(static_cast<uint32_t>(prefix));
           resp.set_present(std::move(present));
           return Reply(call, resp);
         });
@@ -451,6 +479,97 @@ class KvService::Impl {
       wire::ToWire(st, &resp);
       return Reply(call, resp);
     });
+  }
+
+  // Blocks just committed: the disk tier's copies and the cluster's directory follow.
+  void AfterCommit(uint32_t ns, absl::Span<const CommitEntry> entries) {
+    if (tier_) {
+      // Bytes the disk holds already need not be written again; an older version there must
+      // not outlive the new one.
+      for (const CommitEntry& e : entries) {
+        if (tier_->Holds(ns, e.key, e.checksum)) {
+          pool_.MarkClean(ns, e.key, e.checksum);
+        } else {
+          tier_->Drop(ns, e.key);
+        }
+      }
+      PumpSpill();
+    }
+    if (remote_) remote_->Committed(ns, entries);
+  }
+
+  // The last step of a Lookup: answers what this daemon holds, unless the cluster may hold more
+  // of the prefix; then pulls it first (within the call's deadline and the pull timeout) and
+  // answers what this daemon holds after that.
+  void AnswerLookup(net::RpcCall call, NsRef ref, std::vector<BlockKey> keys, Pins first,
+                    bool compact) {
+    if (!remote_ || first.hits.size() >= keys.size()) {
+      (void)ReplyLookup(call, first, compact);
+      return;
+    }
+    absl::Time deadline = absl::Now() + options_.cluster.pull_timeout;
+    if (call.deadline_ns() != 0) {
+      // Leave the answer a tenth of what is left, so that it arrives before the caller quits.
+      const int64_t left = call.deadline_ns() - reactor_.now_ns();
+      deadline = std::min(deadline, absl::Now() + absl::Nanoseconds(left - left / 10));
+    }
+    const uint64_t session = call.connection().id;
+    const size_t have = first.hits.size();
+    auto pending = std::make_shared<Pending>(Pending{std::move(call), std::move(first), compact});
+    std::vector<BlockKey> asked = keys;
+    const bool started = remote_->Pull(
+        ref.id, std::move(asked), have, deadline,
+        [this, pending, ref, keys = std::move(keys), session](Pulled got) mutable {
+          OnPulled(std::move(*pending), ref, std::move(keys), session, std::move(got));
+        });
+    if (!started) {
+      (void)ReplyLookup(pending->call, pending->first, pending->compact);
+      return;
+    }
+    ++promoting_[session].count;
+  }
+
+  struct Pending {
+    net::RpcCall call;
+    Pins first;
+    bool compact;
+  };
+
+  void OnPulled(Pending p, NsRef ref, std::vector<BlockKey> keys, uint64_t session, Pulled got) {
+    const int64_t now = NowNs();
+    std::vector<uint64_t> unused = std::move(got.unused);
+    if (!got.entries.empty()) {
+      absl::Status st = pool_.Commit(Pool::kInternalSession, ref, got.entries, now);
+      if (st.ok()) {
+        AfterCommit(ref.id, got.entries);
+        remote_blocks_ += got.entries.size();
+        remote_bytes_ += got.entries.size() * uint64_t{pool_.BlockBytesOf(ref.id)};
+      } else {
+        OL_LOG_EVERY_N_SEC(kWarning, 5) << "KV cluster: blocks pulled from node " << got.node
+                                        << " could not be committed: " << st.message();
+        for (const CommitEntry& e : got.entries) unused.push_back(e.slot);
+      }
+    }
+    if (!unused.empty()) (void)pool_.Release(Pool::kInternalSession, {}, unused);
+    auto pit = promoting_.find(session);
+    const bool closed = pit->second.closed;
+    if (--pit->second.count == 0) promoting_.erase(pit);
+    if (closed) return;  // the client left: its pins ended with its session
+    if (got.entries.empty()) {
+      (void)ReplyLookup(p.call, p.first, p.compact);
+      return;
+    }
+    absl::StatusOr<Pins> second = pool_.Lookup(session, ref, keys, now, /*count=*/false);
+    if (!second.ok()) {
+      (void)ReplyLookup(p.call, p.first, p.compact);
+      return;
+    }
+    if (p.first.batch != 0) (void)pool_.Release(session, {&p.first.batch, 1}, {});
+    if (second->hits.size() > p.first.hits.size()) {
+      pool_.CountTierHits(second->hits.size() - p.first.hits.size(), pool_.BlockBytesOf(ref.id));
+    }
+    second->from_disk = p.first.from_disk;
+    (void)ReplyLookup(p.call, *second, p.compact);
   }
 
   void StopServing() {
@@ -575,7 +694,7 @@ class KvService::Impl {
       }
       second->from_disk = from_disk;
       disk_hits_ += from_disk;
-      (void)ReplyLookup(call, *second, compact);
+      AnswerLookup(std::move(call), ref, std::move(keys), *std::move(second), compact);
     });
   }
 
@@ -660,6 +779,9 @@ class KvService::Impl {
   uint64_t disk_hits_ = 0;
   uint64_t promoted_blocks_ = 0;
   uint64_t promoted_bytes_ = 0;
+  uint64_t remote_blocks_ = 0;  // committed here from a pull
+  uint64_t remote_bytes_ = 0;
+  std::unique_ptr<Remote> remote_;
   MetricsRegistry metrics_;
   std::vector<HistogramId> latency_;
   CounterId errors_{};
@@ -703,8 +825,8 @@ absl::StatusOr<std::unique_ptr<KvService>> KvService::Start(io::Runtime& runtime
   svc->segment_bytes_ = slab->header().segment_bytes;
   absl::Status started;
   OL_RETURN_IF_ERROR(runtime.RunOn(options.reactor, [&] {
-    io::Reactor& r = runtime.reactor(options.reactor);
-    svc->impl_ = std::make_shared<Impl>(r, std::move(slab), options, std::move(tier));
+    svc->impl_ =
+        std::make_shared<Impl>(runtime, options.reactor, std::move(slab), options, std::move(tier));
   }));
   if (DiskTier* t = svc->impl_->tier()) {
     // Blocking (it rewrites each index log), before the reactor touches the tier.
@@ -732,6 +854,7 @@ KvService::~KvService() { Stop(); }
 void KvService::Stop() {
   if (stopped_ || !impl_) return;
   stopped_ = true;
+  impl_->StopRemoteThreads();  // their remote answers would find the pool stopping
   if (impl_->tier() != nullptr && runtime_->running()) {
     // A planned stop: what only the slab holds goes to disk first, within the time allowed.
     const auto t0 = absl::Now();

@@ -25,6 +25,11 @@ enum Method : uint16_t {
   kStats = 9,
   kFindNamespace = 10,
   kRemove = 11,
+  // Between the daemons of a cluster (admin connections only).
+  kPeerAttach = 12,
+  kPeerLookup = 13,
+  kAnnounce = 14,
+  kFindOwners = 15,
 };
 
 // At most this many keys in one request (and so slots in one answer).

@@ -210,6 +210,15 @@ int Run(const std::string& config_path) {
   // one, else on a listener of its own (below).
   auto status = std::make_shared<NodeStatusSource>(cfg, rt->size(), started);
   openlake::node::StatusFn status_fn = [status] { return status->Status(); };
+  // The cluster's members (liveness comes from the prober, started below): the KV pool asks
+  // them for the prefixes it misses.
+  std::unique_ptr<openlake::cluster::Membership> membership;
+  if (cluster) {
+    std::vector<openlake::cluster::Member> members;
+    for (const auto& n : cfg.nodes) members.push_back({n.id, n.rpc_addr});
+    membership = std::make_unique<openlake::cluster::Membership>(
+        cfg.self_id, std::move(members), openlake::cluster::MembershipOptions{});
+  }
   std::unique_ptr<openlake::kv::KvService> kv;
   if (cfg.kv_enabled) {
     auto slab = openlake::tools::KvSlabBytes(cfg.kv_slab, openlake::tools::MemTotalBytes());
@@ -222,6 +231,15 @@ int Run(const std::string& config_path) {
     ko.extend = [&status_fn](openlake::net::RpcServer& server) {
       openlake::node::ServeStatus(server, status_fn);
     };
+    if (membership) {
+      ko.cluster.membership = membership.get();
+      ko.cluster.secret = cfg.rpc_secret;
+      // An RDMA device name becomes UCX's device selection; UCX_TLS and UCX_NET_DEVICES in
+      // the environment apply otherwise.
+      if (cfg.rdma && cfg.rdma->backend == "ucx" && !cfg.rdma->dev_name.empty()) {
+        ko.cluster.ucx_devices = cfg.rdma->dev_name;
+      }
+    }
     status->SetKv(*slab);
     auto svc = openlake::kv::KvService::Start(*rt, ko);
     if (!svc.ok()) {
@@ -287,13 +305,8 @@ int Run(const std::string& config_path) {
     }
   }
   // Liveness of the other members, probed over their node status RPC.
-  std::unique_ptr<openlake::cluster::Membership> membership;
   std::unique_ptr<openlake::cluster::Prober> prober;
   if (cluster) {
-    std::vector<openlake::cluster::Member> members;
-    for (const auto& n : cfg.nodes) members.push_back({n.id, n.rpc_addr});
-    membership = std::make_unique<openlake::cluster::Membership>(
-        cfg.self_id, std::move(members), openlake::cluster::MembershipOptions{});
     openlake::cluster::ProberOptions po;
     po.secret = cfg.rpc_secret;
     auto p = openlake::cluster::Prober::Start(*membership, po);

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
+#include "openlake/cluster/membership.h"
 #include "openlake/export.h"
 #include "openlake/io/reactor.h"
 #include "openlake/kv/types.h"
@@ -47,6 +48,24 @@ struct KvDiskOptions {
   bool spill = true;
   // How long Stop may spend writing the slab's blocks that the disk does not hold yet.
   absl::Duration shutdown_spill = absl::Seconds(30);
+};
+
+// The cluster pool (docs/kv-pool.md, "Cluster pool"): a Lookup or Exists that misses here asks
+// the chain's home in the directory for owners and the first owner for the rest of the prefix;
+// a Lookup then pulls those blocks with one-sided UCX gets into this slab and commits them here.
+struct KvClusterOptions {
+  // The cluster's members and their liveness (cluster/membership.h); null: this daemon is
+  // alone. Must outlive the service.
+  cluster::Membership* membership = nullptr;
+  std::string secret;       // to reach peers whose listeners ask for it
+  std::string ucx_tls;      // UCX_TLS ("tcp,self", "rc,self"...); empty: UCX's choice
+  std::string ucx_devices;  // UCX_NET_DEVICES ("eth0", "mlx5_0:1"...); empty: every device
+  // Finding an owner and its answer (a late peer is a miss); a pull's gets within pull_timeout
+  // (load errors past it, and the engine recomputes).
+  absl::Duration lookup_timeout = absl::Milliseconds(50);
+  absl::Duration pull_timeout = absl::Seconds(2);
+  size_t homes = 2;         // directory homes per chain head
+  size_t max_queued = 256;  // remote requests waiting for an agent; more are local misses
 };
 
 struct KvServiceOptions {
@@ -84,6 +103,7 @@ struct KvServiceOptions {
   // (openlaked adds the node status). Runs once, on the pool's reactor, before it listens.
   std::function<void(net::RpcServer&)> extend;
   KvDiskOptions disk;
+  KvClusterOptions cluster;
 };
 
 class OL_EXPORT KvService {

@@ -1,0 +1,155 @@
+// The KV pool's cluster side (docs/kv-pool.md, "Cluster pool"): what one daemon does for and
+// with its peers. Private to the KV service.
+//
+// As an owner, it serves its peers on the pool's RPC server (admin connections only: the
+// daemon's own user or root on loopback, a holder of the shared secret beyond):
+//   PeerAttach   the UCX worker address, the slab's packed rkey and address, the slab instance
+//   PeerLookup   the longest prefix it holds of a namespace named by name and digest, pinned
+//                for the asking connection (a daemon-to-daemon session with a lease)
+//   Announce     heads of chains an owner holds, for the directory this daemon is a home of
+//   FindOwners   the directory's owners of a head
+// and announces the heads it holds to their homes (cluster::Announcer, once a second).
+//
+// As a puller, when a Lookup or Exists misses locally it asks the head's home for owners and
+// the first owner for the rest of the prefix (Probe: Exists; Pull: Lookup, which also pins,
+// reserves local slots, reads the blocks with one batched UCX get straight into this slab,
+// checks each block's CRC-64 and that the owner's lease still held, and hands the verified
+// blocks back for the service to commit). Blocking RPCs to peers run on two agent threads, so
+// the pool's reactor never waits on a peer; UCX runs on the pool's reactor (a worker whose event
+// fd the reactor's io_uring polls).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+#include "cluster/directory.h"
+#include "kv/pool.h"
+#include "kv/slab.h"
+
+#include "openlake/io/reactor.h"
+#include "openlake/kv/service.h"
+#include "openlake/net/rpc.h"
+
+namespace openlake::kv {
+
+// What a Pull brings back: blocks read into slots reserved here and verified, for the service
+// to commit (in key order, contiguous from the first key asked), and reserved slots to free.
+struct Pulled {
+  std::vector<CommitEntry> entries;
+  std::vector<uint64_t> unused;
+  uint32_t node = 0;  // the owner it came from
+};
+
+class Remote {
+ public:
+  // `holds(ns, key)`: whether a tier of this daemon still holds the block (heads that no longer
+  // are get withdrawn).
+  Remote(io::Runtime& runtime, unsigned reactor, Pool& pool, SlabMapping& slab,
+         KvClusterOptions options, std::function<bool(uint32_t, const BlockKey&)> holds);
+  ~Remote();
+
+  // On the pool's reactor, before the server listens: the UCX context, the slab's registration
+  // and the worker (attached to the reactor), the peer methods on `server`, the agent threads.
+  absl::Status Start(net::RpcServer& server);
+  // Not on a reactor thread: ends the agent threads (a job in progress finishes first, within
+  // its deadline). Then StopOnReactor, on the reactor (or after it stopped).
+  void StopThreads();
+  bool threads_stopped() const { return agents_.empty(); }
+  void StopOnReactor();
+
+  // ---- On the pool's reactor.
+  // A Lookup of `keys` in namespace `ns` found their first `have` here. Pulls what follows from
+  // an owner; `done` runs on the reactor with what came (possibly nothing). False when nothing
+  // was started (`done` is then never called): no owner can be asked, or the agents are busy.
+  bool Pull(uint32_t ns, std::vector<BlockKey> keys, size_t have, absl::Time deadline,
+            absl::AnyInvocable<void(Pulled)> done);
+  // An Exists: how many keys after `have` an owner holds (0 when none, or none answered in
+  // time). Same contract as Pull.
+  bool Probe(uint32_t ns, std::vector<BlockKey> keys, size_t have,
+             absl::AnyInvocable<void(size_t)> done);
+  // Blocks committed here (by a client or a pull): chain heads (depth 0) get announced.
+  void Committed(uint32_t ns, absl::Span<const CommitEntry> entries);
+  // Once a second: announcements due, the directory's expiry, the withdrawal of heads gone.
+  void Tick();
+
+  struct Counters {
+    uint64_t pulls = 0;          // Pull calls started
+    uint64_t pulled_blocks = 0;  // verified and handed back
+    uint64_t pulled_bytes = 0;
+    uint64_t pull_failures = 0;    // an owner was asked and nothing came
+    uint64_t rejected_blocks = 0;  // CRC-64 mismatch or lease run out
+    uint64_t probes = 0;
+    uint64_t announcements = 0;  // messages sent to homes
+  };
+  Counters counters() const;
+
+ private:
+  struct Link;
+  struct Job {
+    uint32_t ns = 0;
+    std::string ns_name;
+    uint64_t digest = 0;
+    uint32_t block_bytes = 0;
+    std::vector<BlockKey> keys;
+    size_t have = 0;
+    bool pull = false;
+    absl::Time deadline;
+    absl::AnyInvocable<void(Pulled)> pulled;
+    absl::AnyInvocable<void(size_t)> probed;
+  };
+  bool Enqueue(std::function<void()> fn);
+  bool Prepare(uint32_t ns, std::vector<BlockKey>& keys, size_t have, Job* job);
+  void AgentLoop();
+  void RunJob(Job& job);
+  std::vector<uint32_t> FindOwners(uint64_t head, absl::Time deadline);
+  // The owner's answer for keys[have..] (by `lookup_deadline`): pulled and verified, or
+  // counted (a probe). Returns how many keys it brought.
+  size_t PullFrom(uint32_t owner, Job& job, absl::Time lookup_deadline, Pulled* out);
+  // The peer's link, connected (and attached for UCX gets when `ucx`); null when that failed.
+  std::shared_ptr<Link> LinkTo(uint32_t node, absl::Time deadline, bool ucx);
+  void DropLink(uint32_t node, const std::shared_ptr<Link>& link);
+  void Register(net::RpcServer& server);
+
+  io::Runtime& runtime_;
+  const unsigned reactor_;
+  Pool& pool_;
+  SlabMapping& slab_;
+  const KvClusterOptions options_;
+  std::function<bool(uint32_t, const BlockKey&)> holds_;
+
+  // The reactor's: UCX, the directory, the announcer and the heads it announces.
+  struct Ucx;
+  std::unique_ptr<Ucx> ucx_;
+  cluster::Directory directory_;
+  cluster::Announcer announcer_;
+  struct Head {
+    uint32_t ns;
+    BlockKey key;
+  };
+  absl::flat_hash_map<uint64_t, Head> heads_;
+  absl::Time next_sweep_ = absl::InfinitePast();
+
+  // The agents'.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stopping_ = false;
+  std::vector<std::thread> agents_;
+  absl::flat_hash_map<uint32_t, std::shared_ptr<Link>> links_;  // under mu_
+  mutable std::mutex counters_mu_;
+  Counters counters_;
+};
+
+}  // namespace openlake::kv
