@@ -27,7 +27,7 @@ const Member* LiveSet::Find(uint32_t id) const {
 }
 
 Membership::Membership(uint32_t self_id, std::vector<Member> members, MembershipOptions options)
-    : self_id_(self_id), options_(options) {
+    : self_id_(self_id), options_(options), size_(members.size()) {
   std::sort(members.begin(), members.end(),
             [](const Member& a, const Member& b) { return a.id < b.id; });
   absl::MutexLock lock(&mu_);

@@ -52,7 +52,8 @@ class Client::Impl {
   // Lookup in two halves, so that Get copies one part of its keys while the daemon finds (and
   // reads back from disk) the next.
   absl::StatusOr<net::RpcClient::Sent> SendLookup(const Namespace& ns,
-                                                  absl::Span<const BlockKey> keys) {
+                                                  absl::Span<const BlockKey> keys,
+                                                  const GetOptions& get) {
     wire::LookupRequest req;
     SetRef(ns, req.mutable_ns());
     uint32_t key_len = 0;
@@ -60,6 +61,8 @@ class Client::Impl {
     req.set_key_len(key_len);
     // With the slab mapped, the offsets and generations are read from it instead.
     req.set_compact(slab != nullptr);
+    req.set_local_only(!options.cluster);
+    if (!get.chain_head.empty()) req.set_head(std::string(get.chain_head.bytes()));
     return Send(wire::kLookup, req);
   }
   absl::StatusOr<Pins> FinishLookup(const net::RpcClient::Sent& sent, size_t key_count) {
@@ -76,6 +79,7 @@ class Client::Impl {
     Pins out;
     out.batch = resp.pin_batch();
     out.from_disk = resp.from_disk();
+    out.from_peers = resp.from_peers();
     out.hits.resize(static_cast<size_t>(n));
     const uint64_t* slots = resp.slots().data();
     const uint64_t* checksums = resp.checksums().data();
@@ -329,8 +333,9 @@ absl::Status Client::Commit(const Namespace& ns, absl::Span<const CommitEntry> e
   return impl_->Call<wire::CommitResponse>(wire::kCommit, req).status();
 }
 
-absl::StatusOr<Pins> Client::Lookup(const Namespace& ns, absl::Span<const BlockKey> keys) {
-  OL_ASSIGN_OR_RETURN(net::RpcClient::Sent sent, impl_->SendLookup(ns, keys));
+absl::StatusOr<Pins> Client::Lookup(const Namespace& ns, absl::Span<const BlockKey> keys,
+                                    const GetOptions& options) {
+  OL_ASSIGN_OR_RETURN(net::RpcClient::Sent sent, impl_->SendLookup(ns, keys, options));
   return impl_->FinishLookup(sent, keys.size());
 }
 
@@ -435,7 +440,8 @@ absl::StatusOr<PutResult> Client::Put(const Namespace& ns, absl::Span<const Bloc
 }
 
 absl::StatusOr<GetResult> Client::Get(const Namespace& ns, absl::Span<const BlockKey> keys,
-                                      absl::Span<const std::vector<Piece>> blocks) {
+                                      absl::Span<const std::vector<Piece>> blocks,
+                                      const GetOptions& options) {
   OL_RETURN_IF_ERROR(impl_->NeedSlab());
   if (keys.size() != blocks.size()) {
     return absl::InvalidArgumentError(
@@ -453,6 +459,8 @@ absl::StatusOr<GetResult> Client::Get(const Namespace& ns, absl::Span<const Bloc
   GetResult result;
   result.state.assign(keys.size(), BlockState::kMissing);
   if (keys.empty()) return result;
+  GetOptions head = options;
+  if (head.chain_head.empty()) head.chain_head = keys[0];
   // A large Get is looked up in parts, the next parts' Lookups sent before this part is copied:
   // the daemon finds (and reads back from disk) the next parts while this one is copied out.
   // Parts are copied in the order their answers come (a disk read may hold one back while
@@ -476,7 +484,9 @@ absl::StatusOr<GetResult> Client::Get(const Namespace& ns, absl::Span<const Bloc
   auto ask = [&]() -> absl::Status {
     while (asking && !missing && next < keys.size() && parts.size() - settled < plan.in_flight) {
       const size_t count = std::min(plan.keys, keys.size() - next);
-      absl::StatusOr<net::RpcClient::Sent> sent = impl_->SendLookup(ns, keys.subspan(next, count));
+      // Every part names the chain's head: a later part starts mid-chain.
+      absl::StatusOr<net::RpcClient::Sent> sent =
+          impl_->SendLookup(ns, keys.subspan(next, count), head);
       if (!sent.ok()) {
         asking = false;
         return sent.status();
@@ -581,22 +591,26 @@ absl::StatusOr<GetResult> Client::Get(const Namespace& ns, absl::Span<const Bloc
 }
 
 absl::StatusOr<GetResult> Client::Get(const Namespace& ns, absl::Span<const BlockKey> keys,
-                                      absl::Span<void* const> blocks) {
+                                      absl::Span<void* const> blocks, const GetOptions& options) {
   std::vector<std::vector<Piece>> pieces(blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i) pieces[i] = {Piece{blocks[i], ns.block_bytes}};
-  return Get(ns, keys, pieces);
+  return Get(ns, keys, pieces, options);
 }
 
-absl::StatusOr<ExistsResult> Client::Exists(const Namespace& ns, absl::Span<const BlockKey> keys) {
+absl::StatusOr<ExistsResult> Client::Exists(const Namespace& ns, absl::Span<const BlockKey> keys,
+                                            const GetOptions& options) {
   wire::ExistsRequest req;
   Impl::SetRef(ns, req.mutable_ns());
   uint32_t key_len = 0;
   OL_RETURN_IF_ERROR(wire::PackKeys(keys.data(), keys.size(), req.mutable_keys(), &key_len));
   req.set_key_len(key_len);
+  req.set_local_only(!impl_->options.cluster);
+  if (!options.chain_head.empty()) req.set_head(std::string(options.chain_head.bytes()));
   OL_ASSIGN_OR_RETURN(auto resp, impl_->Call<wire::ExistsResponse>(wire::kExists, req));
   if (resp.present().size() != keys.size()) return absl::InternalError("malformed Exists answer");
   ExistsResult r;
   r.prefix = resp.prefix();
+  r.on_peers = std::min<size_t>(resp.on_peers(), r.prefix);
   r.present.resize(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) r.present[i] = resp.present()[i] != 0;
   return r;

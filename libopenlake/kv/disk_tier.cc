@@ -734,6 +734,12 @@ bool DiskTier::Contains(uint32_t ns, const BlockKey& key) const {
   return index_.contains(NsKey{ns, key});
 }
 
+void DiskTier::ForEachHead(absl::FunctionRef<void(uint32_t, const BlockKey&)> fn) const {
+  for (const auto& [k, r] : index_) {
+    if (paths_[r.path].segments[r.seg].slots[r.idx].depth == 0) fn(k.ns, k.key);
+  }
+}
+
 bool DiskTier::Holds(uint32_t ns, const BlockKey& key, uint64_t checksum) const {
   auto it = index_.find(NsKey{ns, key});
   if (it == index_.end()) return false;

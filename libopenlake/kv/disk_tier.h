@@ -43,6 +43,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 
 #include "kv/disk_log.h"
@@ -112,6 +113,8 @@ class DiskTier {
   void BindNamespace(uint32_t ns, const std::string& name, const LayoutFingerprint& fp,
                      uint32_t block_bytes, uint32_t owner);
   bool Contains(uint32_t ns, const BlockKey& key) const;
+  // Every block the tier holds at depth 0 (the head of its chain).
+  void ForEachHead(absl::FunctionRef<void(uint32_t ns, const BlockKey& key)> fn) const;
   // True when the disk holds (ns, key) with this checksum.
   bool Holds(uint32_t ns, const BlockKey& key, uint64_t checksum) const;
 

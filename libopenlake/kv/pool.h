@@ -174,6 +174,11 @@ class Pool {
   uint32_t BlockBytesOf(uint32_t id) const;
   // Namespace `id` (its name and digest name it to other daemons); null when none.
   const Namespace* NamespaceOf(uint32_t id) const;
+  // The depth a committed slot's block was committed with (0 for a slot that does not exist).
+  uint32_t DepthOf(uint64_t slot) const {
+    const SlotMeta* m = Meta(slot);
+    return m != nullptr ? m->depth : 0;
+  }
   // A session that belongs to the daemon itself (the disk tier's promotions): no reservation
   // cap applies to it.
   static constexpr uint64_t kInternalSession = ~uint64_t{0} - 1;

@@ -73,13 +73,13 @@ struct Remote::Link {
 };
 
 Remote::Remote(io::Runtime& runtime, unsigned reactor, Pool& pool, SlabMapping& slab,
-               KvClusterOptions options, std::function<bool(uint32_t, const BlockKey&)> holds)
+               KvClusterOptions options, LocalTiers tiers)
     : runtime_(runtime),
       reactor_(reactor),
       pool_(pool),
       slab_(slab),
       options_(std::move(options)),
-      holds_(std::move(holds)),
+      tiers_(std::move(tiers)),
       directory_(cluster::DirectoryOptions{}),
       announcer_(options_.membership->self_id(),
                  cluster::Announcer::Options{options_.homes, absl::Seconds(10), absl::Seconds(1)}) {
@@ -171,6 +171,10 @@ void Remote::Register(net::RpcServer& server) {
     }
     wire::PeerLookupResponse resp;
     resp.set_instance_id(slab_.header().instance_id);
+    {
+      std::lock_guard<std::mutex> lock(counters_mu_);
+      ++counters_.peer_lookups;
+    }
     absl::StatusOr<Namespace> ns = pool_.FindNamespace(req.ns_name(), nullptr);
     if (!ns.ok() || ns->digest != req.ns_digest()) {  // not here, or another layout: a miss
       Answer(call, resp);
@@ -179,24 +183,34 @@ void Remote::Register(net::RpcServer& server) {
     resp.set_block_bytes(ns->block_bytes);
     const NsRef ref{ns->id, ns->digest};
     if (!req.pin()) {
-      absl::StatusOr<ExistsResult> r = pool_.Exists(ref, *keys);
+      absl::StatusOr<ExistsResult> r = tiers_.exists(ref, *keys);
       if (r.ok()) resp.set_prefix(static_cast<uint32_t>(r->prefix));
       Answer(call, resp);
       return;
     }
-    absl::StatusOr<Pins> pins =
-        pool_.Lookup(call.connection().id, ref, *keys, runtime_.reactor(reactor_).now_ns());
-    if (!pins.ok()) {
-      call.RespondError(pins.status());
-      return;
-    }
-    resp.set_prefix(static_cast<uint32_t>(pins->hits.size()));
-    resp.set_pin_batch(pins->batch);
-    for (const SlotHit& h : pins->hits) {
-      resp.add_offsets(h.offset);
-      resp.add_checksums(h.checksum);
-    }
-    Answer(call, resp);
+    // Both tiers: blocks this daemon holds only on disk are read back into the slab first, so
+    // the peer's gets find them there.
+    const uint64_t session = call.connection().id;
+    tiers_.lookup(session, ref, *std::move(keys),
+                  [this, call = std::move(call), resp = std::move(resp)](
+                      absl::StatusOr<Pins> pins) mutable {
+                    if (!pins.ok()) {
+                      call.RespondError(pins.status());
+                      return;
+                    }
+                    resp.set_prefix(static_cast<uint32_t>(pins->hits.size()));
+                    resp.set_pin_batch(pins->batch);
+                    for (const SlotHit& h : pins->hits) {
+                      resp.add_offsets(h.offset);
+                      resp.add_checksums(h.checksum);
+                      resp.add_depths(pool_.DepthOf(h.slot));
+                    }
+                    {
+                      std::lock_guard<std::mutex> lock(counters_mu_);
+                      counters_.peer_served_blocks += pins->hits.size();
+                    }
+                    Answer(call, resp);
+                  });
   });
 
   server.Register(wire::kAnnounce, [this](net::RpcCall call) {
@@ -223,14 +237,16 @@ void Remote::Register(net::RpcServer& server) {
 }
 
 void Remote::Committed(uint32_t ns, absl::Span<const CommitEntry> entries) {
-  const Namespace* n = nullptr;
   for (const CommitEntry& e : entries) {
-    if (e.depth != 0) continue;
-    if (n == nullptr) n = pool_.NamespaceOf(ns);
-    if (n == nullptr) return;
-    const uint64_t head = cluster::DirectoryKey(n->name, n->digest, e.key.bytes());
-    if (heads_.try_emplace(head, Head{ns, e.key}).second) announcer_.Add(head);
+    if (e.depth == 0) Holding(ns, e.key);
   }
+}
+
+void Remote::Holding(uint32_t ns, const BlockKey& key) {
+  const Namespace* n = pool_.NamespaceOf(ns);
+  if (n == nullptr) return;
+  const uint64_t head = cluster::DirectoryKey(n->name, n->digest, key.bytes());
+  if (heads_.try_emplace(head, Head{ns, key}).second) announcer_.Add(head);
 }
 
 void Remote::Tick() {
@@ -238,7 +254,7 @@ void Remote::Tick() {
   if (now >= next_sweep_) {
     next_sweep_ = now + kHeadSweep;
     for (auto it = heads_.begin(); it != heads_.end();) {
-      if (holds_(it->second.ns, it->second.key)) {
+      if (tiers_.holds(it->second.ns, it->second.key)) {
         ++it;
         continue;
       }
@@ -263,10 +279,9 @@ void Remote::Tick() {
     const uint32_t home = a.home;
     Enqueue([this, home, payload] {
       const absl::Time deadline = absl::Now() + kAnnounceTimeout;
-      std::shared_ptr<Link> link = LinkTo(home, deadline, /*ucx=*/false);
-      if (link == nullptr) return;
+      std::shared_ptr<Link> link;
       absl::StatusOr<net::RpcClient::Response> r =
-          link->rpc->Call(wire::kAnnounce, *payload, Left(deadline));
+          CallPeer(home, deadline, /*ucx=*/false, wire::kAnnounce, *payload, &link);
       if (!r.ok()) {
         OL_LOG_EVERY_N_SEC(kWarning, 10)
             << "KV cluster: announcing heads to node " << home << ": " << r.status().message();
@@ -280,7 +295,8 @@ void Remote::Tick() {
 
 // ---- the puller's side ---------------------------------------------------------------------
 
-bool Remote::Prepare(uint32_t ns, std::vector<BlockKey>& keys, size_t have, Job* job) {
+bool Remote::Prepare(uint32_t ns, const BlockKey& head, std::vector<BlockKey>& keys, size_t have,
+                     Job* job) {
   if (have >= keys.size() || keys.empty()) return false;
   if (options_.membership->live_count() < 2) return false;  // nobody to ask
   const Namespace* n = pool_.NamespaceOf(ns);
@@ -289,26 +305,27 @@ bool Remote::Prepare(uint32_t ns, std::vector<BlockKey>& keys, size_t have, Job*
   job->ns_name = n->name;
   job->digest = n->digest;
   job->block_bytes = n->block_bytes;
+  job->head = head.empty() ? keys[0] : head;
   job->keys = std::move(keys);
   job->have = have;
   return true;
 }
 
-bool Remote::Pull(uint32_t ns, std::vector<BlockKey> keys, size_t have, absl::Time deadline,
-                  absl::AnyInvocable<void(Pulled)> done) {
+bool Remote::Pull(uint32_t ns, const BlockKey& head, std::vector<BlockKey> keys, size_t have,
+                  absl::Time deadline, absl::AnyInvocable<void(Pulled)> done) {
   if (ucx_ == nullptr) return false;
   auto job = std::make_shared<Job>();
-  if (!Prepare(ns, keys, have, job.get())) return false;
+  if (!Prepare(ns, head, keys, have, job.get())) return false;
   job->pull = true;
   job->deadline = deadline;
   job->pulled = std::move(done);
   return Enqueue([this, job] { RunJob(*job); });
 }
 
-bool Remote::Probe(uint32_t ns, std::vector<BlockKey> keys, size_t have,
+bool Remote::Probe(uint32_t ns, const BlockKey& head, std::vector<BlockKey> keys, size_t have,
                    absl::AnyInvocable<void(size_t)> done) {
   auto job = std::make_shared<Job>();
-  if (!Prepare(ns, keys, have, job.get())) return false;
+  if (!Prepare(ns, head, keys, have, job.get())) return false;
   job->deadline = absl::Now() + options_.lookup_timeout;
   job->probed = std::move(done);
   return Enqueue([this, job] { RunJob(*job); });
@@ -340,7 +357,7 @@ void Remote::AgentLoop() {
 
 void Remote::RunJob(Job& job) {
   const absl::Time lookup_deadline = std::min(job.deadline, absl::Now() + options_.lookup_timeout);
-  const uint64_t head = cluster::DirectoryKey(job.ns_name, job.digest, job.keys[0].bytes());
+  const uint64_t head = cluster::DirectoryKey(job.ns_name, job.digest, job.head.bytes());
   Pulled out;
   size_t more = 0;
   {
@@ -387,18 +404,14 @@ std::vector<uint32_t> Remote::FindOwners(uint64_t head, absl::Time deadline) {
       if (!st.ok()) return {};
       return owners;
     }
-    std::shared_ptr<Link> link = LinkTo(home, deadline, /*ucx=*/false);
-    if (link == nullptr) continue;  // the next home
     wire::FindOwnersRequest req;
     req.set_head(head);
     req.set_asker(self);
+    std::shared_ptr<Link> link;
     absl::StatusOr<net::RpcClient::Response> r =
-        link->rpc->Call(wire::kFindOwners, req.SerializeAsString(), Left(deadline));
+        CallPeer(home, deadline, /*ucx=*/false, wire::kFindOwners, req.SerializeAsString(), &link);
     wire::FindOwnersResponse resp;
-    if (!r.ok() || !wire::Parse(r->payload, &resp).ok()) {
-      if (r.status().code() == absl::StatusCode::kUnavailable) DropLink(home, link);
-      continue;
-    }
+    if (!r.ok() || !wire::Parse(r->payload, &resp).ok()) continue;  // the next home
     for (uint32_t o : resp.owners()) {
       if (usable(o)) owners.push_back(o);
     }
@@ -407,7 +420,27 @@ std::vector<uint32_t> Remote::FindOwners(uint64_t head, absl::Time deadline) {
   return {};
 }
 
-std::shared_ptr<Remote::Link> Remote::LinkTo(uint32_t node, absl::Time deadline, bool ucx) {
+absl::StatusOr<net::RpcClient::Response> Remote::CallPeer(uint32_t node, absl::Time deadline,
+                                                          bool ucx, uint16_t method,
+                                                          const std::string& payload,
+                                                          std::shared_ptr<Link>* used) {
+  absl::StatusOr<net::RpcClient::Response> r = absl::UnavailableError("no link");
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    bool fresh = false;
+    std::shared_ptr<Link> link = LinkTo(node, deadline, ucx, &fresh);
+    *used = link;
+    if (link == nullptr) return absl::UnavailableError(StrCat("node ", node, " is unreachable"));
+    r = link->rpc->Call(method, payload, Left(deadline));
+    if (r.ok() || r.status().code() != absl::StatusCode::kUnavailable) return r;
+    DropLink(node, link);
+    *used = nullptr;
+    if (fresh) break;  // a new connection failed: the peer is gone, not just the connection
+  }
+  return r;
+}
+
+std::shared_ptr<Remote::Link> Remote::LinkTo(uint32_t node, absl::Time deadline, bool ucx,
+                                             bool* fresh) {
   std::shared_ptr<Link> link;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -434,6 +467,7 @@ std::shared_ptr<Remote::Link> Remote::LinkTo(uint32_t node, absl::Time deadline,
     }
     link->rpc = *std::move(c);
     link->attached = false;
+    if (fresh != nullptr) *fresh = true;
   }
   if (!ucx || link->attached) return link;
   if (ucx_ == nullptr) return nullptr;
@@ -508,8 +542,6 @@ struct GetWait {
 }  // namespace
 
 size_t Remote::PullFrom(uint32_t owner, Job& job, absl::Time lookup_deadline, Pulled* out) {
-  std::shared_ptr<Link> link = LinkTo(owner, lookup_deadline, job.pull);
-  if (link == nullptr) return 0;
   wire::PeerLookupRequest req;
   req.set_ns_name(job.ns_name);
   req.set_ns_digest(job.digest);
@@ -523,15 +555,13 @@ size_t Remote::PullFrom(uint32_t owner, Job& job, absl::Time lookup_deadline, Pu
   req.set_keys(std::move(packed));
   req.set_key_len(key_len);
   const absl::Time asked = absl::Now();
-  absl::StatusOr<net::RpcClient::Response> r =
-      link->rpc->Call(wire::kPeerLookup, req.SerializeAsString(), Left(lookup_deadline));
+  std::shared_ptr<Link> link;
+  absl::StatusOr<net::RpcClient::Response> r = CallPeer(
+      owner, lookup_deadline, job.pull, wire::kPeerLookup, req.SerializeAsString(), &link);
   wire::PeerLookupResponse resp;
   absl::Status st = r.status();
   if (st.ok()) st = wire::Parse(r->payload, &resp);
-  if (!st.ok()) {
-    if (st.code() == absl::StatusCode::kUnavailable) DropLink(owner, link);
-    return 0;
-  }
+  if (!st.ok()) return 0;
   if (!job.pull) return resp.prefix();
   auto release_owner = [&] {
     if (resp.pin_batch() == 0) return;
@@ -650,18 +680,20 @@ size_t Remote::PullFrom(uint32_t owner, Job& job, absl::Time lookup_deadline, Pu
         << (in_lease ? " failed their CRC-64 check" : " came after the owner's lease")
         << "; discarded";
   }
+  // Each block keeps its place in its chain (eviction and announcements go by it); an owner
+  // that does not say counts from the keys asked.
+  const bool depths = resp.depths_size() == resp.offsets_size();
   for (size_t j = 0; j < m; ++j) {
     if (j < good) {
-      out->entries.push_back(CommitEntry{slots[j], job.keys[job.have + j],
-                                         resp.checksums(static_cast<int>(j)),
-                                         static_cast<uint32_t>(job.have + j)});
+      const int i = static_cast<int>(j);
+      const uint32_t depth =
+          depths ? resp.depths(i) : static_cast<uint32_t>(job.have + j);
+      out->entries.push_back(
+          CommitEntry{slots[j], job.keys[job.have + j], resp.checksums(i), depth});
     } else {
       out->unused.push_back(slots[j]);
     }
   }
-  std::lock_guard<std::mutex> lock(counters_mu_);
-  counters_.pulled_blocks += good;
-  counters_.pulled_bytes += uint64_t{good} * job.block_bytes;
   return good;
 }
 

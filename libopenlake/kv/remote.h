@@ -44,6 +44,20 @@
 
 namespace openlake::kv {
 
+// What the service lends the cluster side: this daemon's tiers (slab and disk) as one. Each
+// runs on the pool's reactor.
+struct LocalTiers {
+  // Whether a tier still holds the block (heads that no longer are get withdrawn).
+  std::function<bool(uint32_t ns, const BlockKey& key)> holds;
+  // Exists over both tiers.
+  std::function<absl::StatusOr<ExistsResult>(NsRef ref, absl::Span<const BlockKey> keys)> exists;
+  // A Lookup pinned for `session` that reads disk-resident blocks back into the slab first;
+  // `done` runs later on the reactor (never when the session closed meanwhile).
+  std::function<void(uint64_t session, NsRef ref, std::vector<BlockKey> keys,
+                     absl::AnyInvocable<void(absl::StatusOr<Pins>)> done)>
+      lookup;
+};
+
 // What a Pull brings back: blocks read into slots reserved here and verified, for the service
 // to commit (in key order, contiguous from the first key asked), and reserved slots to free.
 struct Pulled {
@@ -54,10 +68,8 @@ struct Pulled {
 
 class Remote {
  public:
-  // `holds(ns, key)`: whether a tier of this daemon still holds the block (heads that no longer
-  // are get withdrawn).
   Remote(io::Runtime& runtime, unsigned reactor, Pool& pool, SlabMapping& slab,
-         KvClusterOptions options, std::function<bool(uint32_t, const BlockKey&)> holds);
+         KvClusterOptions options, LocalTiers tiers);
   ~Remote();
 
   // On the pool's reactor, before the server listens: the UCX context, the slab's registration
@@ -70,28 +82,31 @@ class Remote {
   void StopOnReactor();
 
   // ---- On the pool's reactor.
-  // A Lookup of `keys` in namespace `ns` found their first `have` here. Pulls what follows from
-  // an owner; `done` runs on the reactor with what came (possibly nothing). False when nothing
-  // was started (`done` is then never called): no owner can be asked, or the agents are busy.
-  bool Pull(uint32_t ns, std::vector<BlockKey> keys, size_t have, absl::Time deadline,
-            absl::AnyInvocable<void(Pulled)> done);
+  // A Lookup of `keys` (of the chain whose first key is `head`) in namespace `ns` found their
+  // first `have` here. Pulls what follows from an owner; `done` runs on the reactor with what
+  // came (possibly nothing). False when nothing was started (`done` is then never called): no
+  // owner can be asked, or the agents are busy.
+  bool Pull(uint32_t ns, const BlockKey& head, std::vector<BlockKey> keys, size_t have,
+            absl::Time deadline, absl::AnyInvocable<void(Pulled)> done);
   // An Exists: how many keys after `have` an owner holds (0 when none, or none answered in
   // time). Same contract as Pull.
-  bool Probe(uint32_t ns, std::vector<BlockKey> keys, size_t have,
+  bool Probe(uint32_t ns, const BlockKey& head, std::vector<BlockKey> keys, size_t have,
              absl::AnyInvocable<void(size_t)> done);
   // Blocks committed here (by a client or a pull): chain heads (depth 0) get announced.
   void Committed(uint32_t ns, absl::Span<const CommitEntry> entries);
+  // A chain head this daemon holds (one the disk tier recovered at start): announced too.
+  void Holding(uint32_t ns, const BlockKey& head);
   // Once a second: announcements due, the directory's expiry, the withdrawal of heads gone.
   void Tick();
 
   struct Counters {
-    uint64_t pulls = 0;          // Pull calls started
-    uint64_t pulled_blocks = 0;  // verified and handed back
-    uint64_t pulled_bytes = 0;
+    uint64_t pulls = 0;            // Pull calls started
     uint64_t pull_failures = 0;    // an owner was asked and nothing came
     uint64_t rejected_blocks = 0;  // CRC-64 mismatch or lease run out
     uint64_t probes = 0;
-    uint64_t announcements = 0;  // messages sent to homes
+    uint64_t announcements = 0;       // messages sent to homes
+    uint64_t peer_lookups = 0;        // PeerLookups served to peers
+    uint64_t peer_served_blocks = 0;  // blocks pinned for peers' gets
   };
   Counters counters() const;
 
@@ -102,6 +117,7 @@ class Remote {
     std::string ns_name;
     uint64_t digest = 0;
     uint32_t block_bytes = 0;
+    BlockKey head;
     std::vector<BlockKey> keys;
     size_t have = 0;
     bool pull = false;
@@ -110,7 +126,8 @@ class Remote {
     absl::AnyInvocable<void(size_t)> probed;
   };
   bool Enqueue(std::function<void()> fn);
-  bool Prepare(uint32_t ns, std::vector<BlockKey>& keys, size_t have, Job* job);
+  bool Prepare(uint32_t ns, const BlockKey& head, std::vector<BlockKey>& keys, size_t have,
+               Job* job);
   void AgentLoop();
   void RunJob(Job& job);
   std::vector<uint32_t> FindOwners(uint64_t head, absl::Time deadline);
@@ -118,7 +135,15 @@ class Remote {
   // counted (a probe). Returns how many keys it brought.
   size_t PullFrom(uint32_t owner, Job& job, absl::Time lookup_deadline, Pulled* out);
   // The peer's link, connected (and attached for UCX gets when `ucx`); null when that failed.
-  std::shared_ptr<Link> LinkTo(uint32_t node, absl::Time deadline, bool ucx);
+  // `fresh`: whether it connected just now (a kept connection may have died unnoticed).
+  std::shared_ptr<Link> LinkTo(uint32_t node, absl::Time deadline, bool ucx,
+                               bool* fresh = nullptr);
+  // Calls `method` on `node` over its link (attached when `ucx`). A kept connection that turns
+  // out dead (the peer restarted) is dropped and the call made once more on a new one. The link
+  // used comes back in `*used` (null when none could be made).
+  absl::StatusOr<net::RpcClient::Response> CallPeer(uint32_t node, absl::Time deadline, bool ucx,
+                                                    uint16_t method, const std::string& payload,
+                                                    std::shared_ptr<Link>* used);
   void DropLink(uint32_t node, const std::shared_ptr<Link>& link);
   void Register(net::RpcServer& server);
 
@@ -127,7 +152,7 @@ class Remote {
   Pool& pool_;
   SlabMapping& slab_;
   const KvClusterOptions options_;
-  std::function<bool(uint32_t, const BlockKey&)> holds_;
+  LocalTiers tiers_;
 
   // The reactor's: UCX, the directory, the announcer and the heads it announces.
   struct Ucx;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "absl/types/span.h"
 
@@ -92,10 +93,26 @@ class KvService::Impl {
           [this](const DiskTier::SpillItem& it) { return pool_.SpillCurrent(it.token, it.tag); });
     }
     if (o.cluster.membership != nullptr) {
-      remote_ = std::make_unique<Remote>(
-          rt, index, pool_, *slab_, o.cluster, [this](uint32_t ns, const BlockKey& key) {
-            return pool_.Contains(ns, key) || (tier_ && tier_->Contains(ns, key));
-          });
+      LocalTiers tiers;
+      tiers.holds = [this](uint32_t ns, const BlockKey& key) {
+        return pool_.Contains(ns, key) || (tier_ && tier_->Contains(ns, key));
+      };
+      tiers.exists = [this](NsRef ref, absl::Span<const BlockKey> keys) {
+        return ExistsTiers(ref, keys);
+      };
+      tiers.lookup = [this](uint64_t session, NsRef ref, std::vector<BlockKey> keys,
+                            absl::AnyInvocable<void(absl::StatusOr<Pins>)> done) {
+        absl::StatusOr<Pins> pinned = pool_.Lookup(session, ref, keys, NowNs());
+        if (!pinned.ok()) {
+          done(pinned.status());
+          return;
+        }
+        LookupTiers(session, ref, std::move(keys), *std::move(pinned),
+                    [done = std::move(done)](std::vector<BlockKey>, Pins pins) mutable {
+                      done(std::move(pins));
+                    });
+      };
+      remote_ = std::make_unique<Remote>(rt, index, pool_, *slab_, o.cluster, std::move(tiers));
     }
   }
 
@@ -132,7 +149,13 @@ class KvService::Impl {
     OL_ASSIGN_OR_RETURN(server_, net::RpcServer::Create(reactor_, ro));
     Register();
     if (options_.extend) options_.extend(*server_);
-    if (remote_) OL_RETURN_IF_ERROR(remote_->Start(*server_));
+    if (remote_) {
+      OL_RETURN_IF_ERROR(remote_->Start(*server_));
+      // What the disk tier kept across a restart is announced like what is committed.
+      if (tier_) tier_->ForEachHead([this](uint32_t ns, const BlockKey& key) {
+        remote_->Holding(ns, key);
+      });
+    }
     server_->OnDisconnect([this](const net::ConnectionInfo& info) {
       pool_.CloseSession(info.id);
       if (auto it = promoting_.find(info.id); it != promoting_.end()) it->second.closed = true;
@@ -209,6 +232,21 @@ class KvService::Impl {
       st.disk_checksum_errors = d.checksum_errors;
       st.recovered_blocks = d.recovered_blocks;
       st.recovery_seconds = d.recovery_seconds;
+    }
+    if (remote_) {
+      const Remote::Counters c = remote_->counters();
+      st.cluster_nodes = static_cast<uint32_t>(options_.cluster.membership->size());
+      st.remote_hits = remote_hits_;
+      st.remote_probe_hits = remote_probe_hits_;
+      st.pulls = c.pulls;
+      st.pulled_blocks = pulled_blocks_;
+      st.pulled_bytes = pulled_bytes_;
+      st.pull_failures = c.pull_failures;
+      st.pull_rejected_blocks = c.rejected_blocks;
+      st.probes = c.probes;
+      st.announcements = c.announcements;
+      st.peer_lookups = c.peer_lookups;
+      st.peer_served_blocks = c.peer_served_blocks;
     }
     return st;
   }
@@ -366,29 +404,22 @@ class KvService::Impl {
         wire::kLookup, [this](net::RpcCall& call, const wire::LookupRequest& req) {
           OL_ASSIGN_OR_RETURN(auto keys, wire::UnpackKeys(req.keys(), req.key_len()));
           const NsRef ref = Ref(req.ns());
-          OL_ASSIGN_OR_RETURN(Pins pinned, pool_.Lookup(call.connection().id, ref, keys, NowNs()));
+          const uint64_t session = call.connection().id;
+          OL_ASSIGN_OR_RETURN(Pins pinned, pool_.Lookup(session, ref, keys, NowNs()));
           const bool compact = req.compact();
-          if (!tier_ || pinned.hits.size() == keys.size()) {
-            AnswerLookup(std::move(call), ref, std::move(keys), std::move(pinned), compact);
+          OL_ASSIGN_OR_RETURN(std::optional<BlockKey> head,
+                              PeersHead(req.local_only(), req.head(), keys));
+          if (!tier_ || pinned.hits.size() == keys.size()) {  // the slab's answer is final
+            AnswerLookup(std::move(call), ref, std::move(keys), std::move(pinned), compact,
+                         head);
             return absl::OkStatus();
           }
-          // The keys after the slab's prefix that the disk holds, up to the first in neither.
-          // At most a quarter of the slab per call, and kMaxPromote blocks.
-          const uint64_t slot = layout::SlotBytesFor(pool_.BlockBytesOf(ref.id));
-          const size_t most =
-              std::min<uint64_t>(kMaxPromote, std::max<uint64_t>(1, slab_->size() / 4 / slot));
-          std::vector<uint32_t> wanted;
-          for (size_t i = pinned.hits.size(); i < keys.size() && wanted.size() < most; ++i) {
-            if (pool_.Contains(ref.id, keys[i])) continue;
-            if (!tier_->Contains(ref.id, keys[i])) break;
-            wanted.push_back(static_cast<uint32_t>(i));
-          }
-          if (wanted.empty()) {
-            AnswerLookup(std::move(call), ref, std::move(keys), std::move(pinned), compact);
-            return absl::OkStatus();
-          }
-          Promote(std::move(call), ref, std::move(keys), std::move(pinned), std::move(wanted),
-                  compact);
+          LookupTiers(session, ref, std::move(keys), std::move(pinned),
+                      [this, call = std::move(call), ref, compact, head](
+                          std::vector<BlockKey> asked, Pins pins) mutable {
+                        AnswerLookup(std::move(call), ref, std::move(asked), std::move(pins),
+                                     compact, head);
+                      });
           return absl::OkStatus();
         });
 
@@ -404,32 +435,27 @@ class KvService::Impl {
     Add<wire::ExistsRequest>(
         wire::kExists, [this](net::RpcCall& call, const wire::ExistsRequest& req) {
           OL_ASSIGN_OR_RETURN(auto keys, wire::UnpackKeys(req.keys(), req.key_len()));
-          OL_ASSIGN_OR_RETURN(auto r, pool_.Exists(Ref(req.ns()), keys));
-          if (tier_) {
-            r.prefix = 0;
-            bool prefix = true;
-            for (size_t i = 0; i < keys.size(); ++i) {
-              if (!r.present[i]) r.present[i] = tier_->Contains(req.ns().id(), keys[i]);
-              prefix = prefix && r.present[i];
-              if (prefix) ++r.prefix;
-            }
-          }
+          OL_ASSIGN_OR_RETURN(auto r, ExistsTiers(Ref(req.ns()), keys));
           std::string present(r.present.size(), '\0');
           for (size_t i = 0; i < r.present.size(); ++i) present[i] = r.present[i] ? 1 : 0;
           const size_t prefix = r.prefix;
-          if (remote_ && prefix < keys.size()) {
+          OL_ASSIGN_OR_RETURN(std::optional<BlockKey> head,
+                              PeersHead(req.local_only(), req.head(), keys));
+          if (head && prefix < keys.size()) {
             // What follows the prefix may be on a peer: the answer waits for the owner's (or
             // the lookup timeout), and counts the keys it holds as present.
             auto pending = std::make_shared<net::RpcCall>(std::move(call));
             const bool started = remote_->Probe(
-                req.ns().id(), std::move(keys), prefix,
-                [pending, prefix, present = present](size_t more) mutable {
+                req.ns().id(), *head, std::move(keys), prefix,
+                [this, pending, prefix, present = present](size_t more) mutable {
+                  remote_probe_hits_ += more;
                   for (size_t i = prefix; i < prefix + more && i < present.size(); ++i) {
                     present[i] = 1;
                   }
                   wire::ExistsResponse resp;
                   resp.set_prefix(static_cast<uint32_t>(prefix + more));
                   resp.set_present(std::move(present));
+                  resp.set_on_peers(static_cast<uint32_t>(more));
                   (void)Reply(*pending, resp);
                 });
             if (started) return absl::OkStatus();
@@ -501,9 +527,21 @@ class KvService::Impl {
   // The last step of a Lookup: answers what this daemon holds, unless the cluster may hold more
   // of the prefix; then pulls it first (within the call's deadline and the pull timeout) and
   // answers what this daemon holds after that.
+  // The head of the chain a Lookup or Exists names, to find the cluster's owners by; none when it
+  // is to be answered here only (no cluster, or the client asked for `local_only`).
+  absl::StatusOr<std::optional<BlockKey>> PeersHead(bool local_only, const std::string& head,
+                                                    const std::vector<BlockKey>& keys) const {
+    if (head.size() > kMaxKeyBytes) {
+      return absl::InvalidArgumentError(
+          StrCat("chain head of ", head.size(), " bytes; keys are at most ", kMaxKeyBytes));
+    }
+    if (!remote_ || local_only || keys.empty()) return std::nullopt;
+    return head.empty() ? keys[0] : BlockKey(head);
+  }
+
   void AnswerLookup(net::RpcCall call, NsRef ref, std::vector<BlockKey> keys, Pins first,
-                    bool compact) {
-    if (!remote_ || first.hits.size() >= keys.size()) {
+                    bool compact, const std::optional<BlockKey>& head) {
+    if (!head || first.hits.size() >= keys.size()) {
       (void)ReplyLookup(call, first, compact);
       return;
     }
@@ -518,7 +556,7 @@ class KvService::Impl {
     auto pending = std::make_shared<Pending>(Pending{std::move(call), std::move(first), compact});
     std::vector<BlockKey> asked = keys;
     const bool started = remote_->Pull(
-        ref.id, std::move(asked), have, deadline,
+        ref.id, *head, std::move(asked), have, deadline,
         [this, pending, ref, keys = std::move(keys), session](Pulled got) mutable {
           OnPulled(std::move(*pending), ref, std::move(keys), session, std::move(got));
         });
@@ -542,8 +580,8 @@ class KvService::Impl {
       absl::Status st = pool_.Commit(Pool::kInternalSession, ref, got.entries, now);
       if (st.ok()) {
         AfterCommit(ref.id, got.entries);
-        remote_blocks_ += got.entries.size();
-        remote_bytes_ += got.entries.size() * uint64_t{pool_.BlockBytesOf(ref.id)};
+        pulled_blocks_ += got.entries.size();
+        pulled_bytes_ += got.entries.size() * uint64_t{pool_.BlockBytesOf(ref.id)};
       } else {
         OL_LOG_EVERY_N_SEC(kWarning, 5) << "KV cluster: blocks pulled from node " << got.node
                                         << " could not be committed: " << st.message();
@@ -566,7 +604,10 @@ class KvService::Impl {
     }
     if (p.first.batch != 0) (void)pool_.Release(session, {&p.first.batch, 1}, {});
     if (second->hits.size() > p.first.hits.size()) {
-      pool_.CountTierHits(second->hits.size() - p.first.hits.size(), pool_.BlockBytesOf(ref.id));
+      const size_t more = second->hits.size() - p.first.hits.size();
+      pool_.CountTierHits(more, pool_.BlockBytesOf(ref.id));
+      second->from_peers = static_cast<uint32_t>(more);
+      remote_hits_ += more;
     }
     second->from_disk = p.first.from_disk;
     (void)ReplyLookup(p.call, *second, p.compact);
@@ -585,6 +626,7 @@ class KvService::Impl {
     wire::LookupResponse resp;
     resp.set_pin_batch(pinned.batch);
     resp.set_from_disk(pinned.from_disk);
+    resp.set_from_peers(pinned.from_peers);
     const int n = static_cast<int>(hits.size());
     // Sized once and filled in place: no per-element capacity checks.
     resp.mutable_slots()->Resize(n, 0);
@@ -610,9 +652,52 @@ class KvService::Impl {
 
   // Reads keys[wanted] back from disk into fresh slab slots, commits them (clean), then answers
   // the Lookup as if they had been in the slab: one pin batch over the whole prefix.
-  void Promote(net::RpcCall call, NsRef ref, std::vector<BlockKey> keys, Pins first,
-               std::vector<uint32_t> wanted, bool compact) {
-    const uint64_t session = call.connection().id;
+  // The continuation of a Lookup past the slab: `pinned` is the slab's answer for `session`;
+  // the keys after it that the disk tier holds are read back into the slab first, and `then`
+  // gets the answer for the slab and the disk together (on the reactor; never when the session
+  // closed meanwhile, since its pins ended with it).
+  using LookupThen = absl::AnyInvocable<void(std::vector<BlockKey>, Pins)>;
+  void LookupTiers(uint64_t session, NsRef ref, std::vector<BlockKey> keys, Pins pinned,
+                   LookupThen then) {
+    if (!tier_ || pinned.hits.size() == keys.size()) {
+      then(std::move(keys), std::move(pinned));
+      return;
+    }
+    // The keys after the slab's prefix that the disk holds, up to the first in neither.
+    // At most a quarter of the slab per call, and kMaxPromote blocks.
+    const uint64_t slot = layout::SlotBytesFor(pool_.BlockBytesOf(ref.id));
+    const size_t most =
+        std::min<uint64_t>(kMaxPromote, std::max<uint64_t>(1, slab_->size() / 4 / slot));
+    std::vector<uint32_t> wanted;
+    for (size_t i = pinned.hits.size(); i < keys.size() && wanted.size() < most; ++i) {
+      if (pool_.Contains(ref.id, keys[i])) continue;
+      if (!tier_->Contains(ref.id, keys[i])) break;
+      wanted.push_back(static_cast<uint32_t>(i));
+    }
+    if (wanted.empty()) {
+      then(std::move(keys), std::move(pinned));
+      return;
+    }
+    Promote(session, ref, std::move(keys), std::move(pinned), std::move(wanted), std::move(then));
+  }
+
+  // Exists over both tiers of this daemon.
+  absl::StatusOr<ExistsResult> ExistsTiers(NsRef ref, absl::Span<const BlockKey> keys) {
+    OL_ASSIGN_OR_RETURN(auto r, pool_.Exists(ref, keys));
+    if (tier_) {
+      r.prefix = 0;
+      bool prefix = true;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (!r.present[i]) r.present[i] = tier_->Contains(ref.id, keys[i]);
+        prefix = prefix && r.present[i];
+        if (prefix) ++r.prefix;
+      }
+    }
+    return r;
+  }
+
+  void Promote(uint64_t session, NsRef ref, std::vector<BlockKey> keys, Pins first,
+               std::vector<uint32_t> wanted, LookupThen then) {
     // Keys between and after the read-back ones that the slab holds stay pinned until the
     // answer: the slots reserved below evict the oldest blocks, which they may be, and the
     // answer's prefix would stop at them.
@@ -634,7 +719,7 @@ class KvService::Impl {
                                 /*allow_partial=*/true, t0);
     if (!grants.ok() || grants->empty()) {
       (void)pool_.Release(Pool::kInternalSession, held, {});
-      (void)ReplyLookup(call, first, compact);
+      then(std::move(keys), std::move(first));
       return;
     }
     wanted.resize(grants->size());
@@ -645,10 +730,10 @@ class KvService::Impl {
       items[j] = DiskTier::ReadItem{ref.id, keys[wanted[j]], base + (*grants)[j].offset, room};
     }
     ++promoting_[session].count;
-    tier_->Read(std::move(items), [this, call = std::move(call), ref, keys = std::move(keys),
+    tier_->Read(std::move(items), [this, then = std::move(then), ref, keys = std::move(keys),
                                    first = std::move(first), wanted = std::move(wanted),
-                                   grants = *std::move(grants), held = std::move(held), session,
-                                   compact](std::vector<DiskTier::ReadResult> res) mutable {
+                                   grants = *std::move(grants), held = std::move(held),
+                                   session](std::vector<DiskTier::ReadResult> res) mutable {
       std::vector<CommitEntry> entries;
       std::vector<uint64_t> unused;
       for (size_t j = 0; j < res.size(); ++j) {
@@ -681,7 +766,7 @@ class KvService::Impl {
       absl::StatusOr<Pins> second = pool_.Lookup(session, ref, keys, now, /*count=*/false);
       (void)pool_.Release(Pool::kInternalSession, held, {});
       if (!second.ok()) {
-        (void)ReplyLookup(call, first, compact);
+        then(std::move(keys), std::move(first));
         return;
       }
       if (first.batch != 0) (void)pool_.Release(session, {&first.batch, 1}, {});
@@ -694,7 +779,7 @@ class KvService::Impl {
       }
       second->from_disk = from_disk;
       disk_hits_ += from_disk;
-      AnswerLookup(std::move(call), ref, std::move(keys), *std::move(second), compact);
+      then(std::move(keys), *std::move(second));
     });
   }
 
@@ -779,8 +864,10 @@ class KvService::Impl {
   uint64_t disk_hits_ = 0;
   uint64_t promoted_blocks_ = 0;
   uint64_t promoted_bytes_ = 0;
-  uint64_t remote_blocks_ = 0;  // committed here from a pull
-  uint64_t remote_bytes_ = 0;
+  uint64_t pulled_blocks_ = 0;  // committed here from a pull
+  uint64_t pulled_bytes_ = 0;
+  uint64_t remote_hits_ = 0;        // keys of Lookup answers that pulls brought
+  uint64_t remote_probe_hits_ = 0;  // keys Exists found on peers
   std::unique_ptr<Remote> remote_;
   MetricsRegistry metrics_;
   std::vector<HistogramId> latency_;

@@ -77,6 +77,18 @@ void ToWire(const PoolStats& s, StatsResponse* out) {
   out->set_disk_checksum_errors(s.disk_checksum_errors);
   out->set_recovered_blocks(s.recovered_blocks);
   out->set_recovery_seconds(s.recovery_seconds);
+  out->set_remote_hits(s.remote_hits);
+  out->set_remote_probe_hits(s.remote_probe_hits);
+  out->set_pulls(s.pulls);
+  out->set_pulled_blocks(s.pulled_blocks);
+  out->set_pulled_bytes(s.pulled_bytes);
+  out->set_pull_failures(s.pull_failures);
+  out->set_pull_rejected_blocks(s.pull_rejected_blocks);
+  out->set_probes(s.probes);
+  out->set_announcements(s.announcements);
+  out->set_peer_lookups(s.peer_lookups);
+  out->set_peer_served_blocks(s.peer_served_blocks);
+  out->set_cluster_nodes(s.cluster_nodes);
   for (const kv::NamespaceStats& n : s.per_namespace) {
     auto* w = out->add_per_namespace();
     w->set_name(n.name);
@@ -127,6 +139,18 @@ PoolStats FromWire(const StatsResponse& s) {
   out.disk_checksum_errors = s.disk_checksum_errors();
   out.recovered_blocks = s.recovered_blocks();
   out.recovery_seconds = s.recovery_seconds();
+  out.remote_hits = s.remote_hits();
+  out.remote_probe_hits = s.remote_probe_hits();
+  out.pulls = s.pulls();
+  out.pulled_blocks = s.pulled_blocks();
+  out.pulled_bytes = s.pulled_bytes();
+  out.pull_failures = s.pull_failures();
+  out.pull_rejected_blocks = s.pull_rejected_blocks();
+  out.probes = s.probes();
+  out.announcements = s.announcements();
+  out.peer_lookups = s.peer_lookups();
+  out.peer_served_blocks = s.peer_served_blocks();
+  out.cluster_nodes = s.cluster_nodes();
   for (const auto& n : s.per_namespace()) {
     out.per_namespace.push_back(
         kv::NamespaceStats{n.name(), n.id(), n.block_bytes(), n.blocks(), n.fingerprint()});

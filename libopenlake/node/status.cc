@@ -28,6 +28,9 @@ std::string Encode(const NodeStatus& s) {
   m.set_set_count(s.set_count);
   m.set_data_shards(s.data_shards);
   m.set_parity_shards(s.parity_shards);
+  m.set_kv_ucx(s.kv_ucx);
+  m.set_kv_ucx_tls(s.kv_ucx_tls);
+  m.set_kv_ucx_devices(s.kv_ucx_devices);
   for (const DriveStatus& d : s.drives) {
     wire::Drive* w = m.add_drives();
     w->set_path(d.path);
@@ -70,6 +73,9 @@ absl::StatusOr<NodeStatus> Decode(const std::string& payload) {
   s.set_count = m.set_count();
   s.data_shards = m.data_shards();
   s.parity_shards = m.parity_shards();
+  s.kv_ucx = m.kv_ucx();
+  s.kv_ucx_tls = m.kv_ucx_tls();
+  s.kv_ucx_devices = m.kv_ucx_devices();
   for (const wire::Drive& w : m.drives()) {
     DriveStatus d;
     d.path = w.path();

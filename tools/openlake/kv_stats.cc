@@ -57,7 +57,7 @@ void PrintJsonStats(const KvOptions& o, const std::string& version, const kv::Po
       .Field("capacity_bytes", s.capacity_bytes)
       .Field("used_bytes", s.used_bytes)
       .Field("blocks", s.committed_blocks)
-      .Field("hits", s.hits - s.disk_hits)
+      .Field("hits", s.hits - s.disk_hits - s.remote_hits)
       .Field("dirty_blocks", s.dirty_blocks)
       .EndObject();
   w.Key("disk")
@@ -78,6 +78,21 @@ void PrintJsonStats(const KvOptions& o, const std::string& version, const kv::Po
       .Field("checksum_errors", s.disk_checksum_errors)
       .Field("recovered_blocks", s.recovered_blocks)
       .Field("recovery_seconds", s.recovery_seconds)
+      .EndObject();
+  w.Key("peers")
+      .BeginObject()
+      .Field("nodes", s.cluster_nodes)
+      .Field("hits", s.remote_hits)
+      .Field("probe_hits", s.remote_probe_hits)
+      .Field("pulls", s.pulls)
+      .Field("pulled_blocks", s.pulled_blocks)
+      .Field("pulled_bytes", s.pulled_bytes)
+      .Field("pull_failures", s.pull_failures)
+      .Field("rejected_blocks", s.pull_rejected_blocks)
+      .Field("probes", s.probes)
+      .Field("announcements", s.announcements)
+      .Field("served_lookups", s.peer_lookups)
+      .Field("served_blocks", s.peer_served_blocks)
       .EndObject();
   w.EndObject();
   w.Key("per_namespace").BeginArray();
@@ -131,7 +146,7 @@ void PrintText(const KvOptions& o, const std::string& version, const kv::PoolSta
                 HumanBytes(s.disk_capacity_bytes).c_str(),
                 static_cast<unsigned long long>(s.disk_blocks));
     std::printf("  hits:       %llu from RAM, %llu from disk\n",
-                static_cast<unsigned long long>(s.hits - s.disk_hits),
+                static_cast<unsigned long long>(s.hits - s.disk_hits - s.remote_hits),
                 static_cast<unsigned long long>(s.disk_hits));
     std::printf(
         "  spill:      %llu blocks (%s) written, %llu read back (%s); %llu not yet on "
@@ -147,6 +162,26 @@ void PrintText(const KvOptions& o, const std::string& version, const kv::PoolSta
         static_cast<unsigned long long>(s.disk_errors),
         static_cast<unsigned long long>(s.disk_checksum_errors),
         static_cast<unsigned long long>(s.recovered_blocks), s.recovery_seconds);
+  }
+  if (s.cluster_nodes == 0) {
+    std::printf("  peers:      none (not in a cluster)\n");
+  } else {
+    std::printf("  peers:      %u node(s) in [[nodes]]; %llu hits pulled from peers\n",
+                s.cluster_nodes, static_cast<unsigned long long>(s.remote_hits));
+    std::printf(
+        "  pulls:      %llu asked, %llu blocks (%s) pulled and verified, %llu found nothing, "
+        "%llu blocks rejected (CRC-64 or lease)\n",
+        static_cast<unsigned long long>(s.pulls), static_cast<unsigned long long>(s.pulled_blocks),
+        HumanBytes(s.pulled_bytes).c_str(), static_cast<unsigned long long>(s.pull_failures),
+        static_cast<unsigned long long>(s.pull_rejected_blocks));
+    std::printf(
+        "  cluster:    %llu probes (%llu keys found on peers), %llu announcements; served "
+        "%llu peer lookups, %llu blocks\n",
+        static_cast<unsigned long long>(s.probes),
+        static_cast<unsigned long long>(s.remote_probe_hits),
+        static_cast<unsigned long long>(s.announcements),
+        static_cast<unsigned long long>(s.peer_lookups),
+        static_cast<unsigned long long>(s.peer_served_blocks));
   }
   for (const kv::NamespaceStats& n : s.per_namespace) {
     std::printf("  namespace %s (id %u): %llu blocks of %s\n", n.name.c_str(), n.id,

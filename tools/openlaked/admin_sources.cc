@@ -98,7 +98,8 @@ void KvMetrics(openlake::kv::KvService& kv, openlake::PrometheusWriter& w) {
             s.reserve_failures);
     counter("openlake_kv_bytes_in_total", "Block bytes committed", s.bytes_in);
     counter("openlake_kv_bytes_out_total", "Block bytes handed to readers", s.bytes_out);
-    counter("openlake_kv_ram_hits_total", "Keys Lookup found in the slab", s.hits - s.disk_hits);
+    counter("openlake_kv_ram_hits_total", "Keys Lookup found in the slab",
+            s.hits - s.disk_hits - s.remote_hits);
     if (s.disk_paths > 0) {
       gauge("openlake_kv_disk_paths", "Disk tier paths configured", s.disk_paths);
       gauge("openlake_kv_disk_paths_online", "Disk tier paths serving (not offline after an error)",
@@ -130,6 +131,31 @@ void KvMetrics(openlake::kv::KvService& kv, openlake::PrometheusWriter& w) {
             s.recovered_blocks);
       gauge("openlake_kv_disk_recovery_seconds", "Time to read the disk tier's indexes at start",
             s.recovery_seconds);
+    }
+    if (s.cluster_nodes > 0) {
+      counter("openlake_kv_remote_hits_total",
+              "Keys Lookup served by pulling them from another node's slab", s.remote_hits);
+      counter("openlake_kv_remote_probe_hits_total",
+              "Keys Exists counted as present on another node", s.remote_probe_hits);
+      counter("openlake_kv_pulls_total", "Local misses of Lookup that asked a peer for blocks",
+              s.pulls);
+      counter("openlake_kv_pulled_blocks_total", "Blocks pulled from peers, verified and kept",
+              s.pulled_blocks);
+      counter("openlake_kv_pulled_bytes_total", "Bytes pulled from peers, verified and kept",
+              s.pulled_bytes);
+      counter("openlake_kv_pull_failures_total",
+              "Pulls that asked an owner and brought nothing (down, late or refused)",
+              s.pull_failures);
+      counter("openlake_kv_pull_rejected_blocks_total",
+              "Pulled blocks discarded: CRC-64 mismatch or after the owner's lease",
+              s.pull_rejected_blocks);
+      counter("openlake_kv_probes_total", "Local misses of Exists that asked a peer", s.probes);
+      counter("openlake_kv_announcements_total",
+              "Messages announcing chain heads held here to their directory homes",
+              s.announcements);
+      counter("openlake_kv_peer_lookups_total", "Lookups served to other nodes", s.peer_lookups);
+      counter("openlake_kv_peer_served_blocks_total",
+              "Blocks pinned here for other nodes' UCX gets", s.peer_served_blocks);
     }
   }
   const openlake::MetricsSnapshot m = kv.Metrics();

@@ -34,6 +34,7 @@
 #include "openlake/io/reactor.h"
 #include "openlake/io/socket.h"
 #include "openlake/kv/service.h"
+#include "openlake/net/ucx.h"
 #include "openlake/log.h"
 #include "openlake/node/status.h"
 #include "openlake/status.h"
@@ -238,6 +239,15 @@ int Run(const std::string& config_path) {
       // the environment apply otherwise.
       if (cfg.rdma && cfg.rdma->backend == "ucx" && !cfg.rdma->dev_name.empty()) {
         ko.cluster.ucx_devices = cfg.rdma->dev_name;
+      }
+      if (openlake::net::UcxBuilt()) {
+        // What UCX will use: the config's choice, else the environment's, else its own ("").
+        auto effective = [](const std::string& chosen, const char* variable) {
+          const char* env = std::getenv(variable);
+          return chosen.empty() && env != nullptr ? std::string(env) : chosen;
+        };
+        status->SetKvUcx(effective(ko.cluster.ucx_tls, "UCX_TLS"),
+                         effective(ko.cluster.ucx_devices, "UCX_NET_DEVICES"));
       }
     }
     status->SetKv(*slab);

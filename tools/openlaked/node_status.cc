@@ -27,6 +27,13 @@ void NodeStatusSource::SetMembership(const openlake::cluster::Membership* member
   membership_ = membership;
 }
 
+void NodeStatusSource::SetKvUcx(std::string tls, std::string devices) {
+  absl::MutexLock lock(&mu_);
+  kv_ucx_ = true;
+  kv_ucx_tls_ = std::move(tls);
+  kv_ucx_devices_ = std::move(devices);
+}
+
 openlake::node::NodeStatus NodeStatusSource::Status() const {
   openlake::node::NodeStatus st;
   st.node_id = node_id_;
@@ -37,6 +44,9 @@ openlake::node::NodeStatus NodeStatusSource::Status() const {
   st.kv = kv_slab_bytes_ > 0;
   st.kv_slab_bytes = kv_slab_bytes_;
   st.admin_addr = admin_addr_;
+  st.kv_ucx = kv_ucx_;
+  st.kv_ucx_tls = kv_ucx_tls_;
+  st.kv_ucx_devices = kv_ucx_devices_;
   if (objects_ != nullptr) objects_->FillStatus(&st);
   if (membership_ != nullptr) {
     const absl::Time now = absl::Now();

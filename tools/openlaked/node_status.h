@@ -26,6 +26,8 @@ class NodeStatusSource {
   void SetAdmin(std::string address);
   // The cluster's members and their liveness (nullptr: none, or stopping).
   void SetMembership(const openlake::cluster::Membership* membership);
+  // How the KV pool pulls from its peers: over UCX with these transports and devices.
+  void SetKvUcx(std::string tls, std::string devices);
 
   // Any thread; never blocks for long (the RPC calls it on a reactor).
   openlake::node::NodeStatus Status() const;
@@ -39,4 +41,7 @@ class NodeStatusSource {
   const ObjectStoreNode* objects_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::string admin_addr_ ABSL_GUARDED_BY(mu_);
   const openlake::cluster::Membership* membership_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool kv_ucx_ ABSL_GUARDED_BY(mu_) = false;
+  std::string kv_ucx_tls_ ABSL_GUARDED_BY(mu_);
+  std::string kv_ucx_devices_ ABSL_GUARDED_BY(mu_);
 };

@@ -26,6 +26,7 @@ from openlake_client._openlake import (  # noqa: F401  (re-exported)
     crc64,
     crc64_at,
     crc64_many,
+    node_status,
     version,
 )
 
@@ -59,6 +60,7 @@ __all__ = [
     "crc64",
     "crc64_at",
     "crc64_many",
+    "node_status",
     "has_cuda_crc",
     "version",
     "LOADED",

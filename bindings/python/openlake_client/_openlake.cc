@@ -21,6 +21,7 @@
 
 #include "openlake/checksum.h"
 #include "openlake/kv/client.h"
+#include "openlake/node/status.h"
 #include "openlake/version.h"
 
 #ifndef OL_HAVE_CUDA
@@ -132,6 +133,13 @@ std::vector<BlockKey> ToKeys(const py::sequence& keys) {
   return out;
 }
 
+// head: None, or the key of the chain's first block (when keys[0] is not it).
+openlake::kv::GetOptions ToGetOptions(const py::object& head) {
+  openlake::kv::GetOptions o;
+  if (!head.is_none()) o.chain_head = ToKey(head);
+  return o;
+}
+
 // blocks: a sequence (one per key) of sequences of (address, length) pieces.
 template <typename PieceT, typename PtrT>
 std::vector<std::vector<PieceT>> ToPieces(const py::sequence& blocks) {
@@ -228,6 +236,18 @@ py::dict StatsDict(const openlake::kv::PoolStats& s) {
   d["disk_checksum_errors"] = s.disk_checksum_errors;
   d["recovered_blocks"] = s.recovered_blocks;
   d["recovery_seconds"] = s.recovery_seconds;
+  d["remote_hits"] = s.remote_hits;
+  d["remote_probe_hits"] = s.remote_probe_hits;
+  d["pulls"] = s.pulls;
+  d["pulled_blocks"] = s.pulled_blocks;
+  d["pulled_bytes"] = s.pulled_bytes;
+  d["pull_failures"] = s.pull_failures;
+  d["pull_rejected_blocks"] = s.pull_rejected_blocks;
+  d["probes"] = s.probes;
+  d["announcements"] = s.announcements;
+  d["peer_lookups"] = s.peer_lookups;
+  d["peer_served_blocks"] = s.peer_served_blocks;
+  d["cluster_nodes"] = s.cluster_nodes;
   py::list per;
   for (const auto& n : s.per_namespace) {
     py::dict e;
@@ -247,10 +267,11 @@ py::dict StatsDict(const openlake::kv::PoolStats& s) {
 class PyClient {
  public:
   PyClient(const std::string& address, const std::string& secret, bool map_slab, double timeout,
-           double connect_timeout) {
+           double connect_timeout, bool cluster) {
     openlake::kv::ClientOptions o;
     o.secret = secret;
     o.map_slab = map_slab;
+    o.cluster = cluster;
     o.call_timeout = absl::Seconds(timeout);
     o.connect_timeout = absl::Seconds(connect_timeout);
     absl::StatusOr<std::unique_ptr<Client>> c;
@@ -304,13 +325,15 @@ class PyClient {
     return Unwrap(std::move(r)).stored;
   }
 
-  py::tuple Get(const Namespace& ns, const py::sequence& keys, const py::sequence& blocks) {
+  py::tuple Get(const Namespace& ns, const py::sequence& keys, const py::sequence& blocks,
+                const py::object& head) {
     auto k = ToKeys(keys);
     auto pieces = ToPieces<openlake::kv::Piece, void*>(blocks);
+    const openlake::kv::GetOptions o = ToGetOptions(head);
     absl::StatusOr<openlake::kv::GetResult> r;
     {
       py::gil_scoped_release nogil;
-      r = c().Get(ns, k, pieces);
+      r = c().Get(ns, k, pieces, o);
     }
     auto g = Unwrap(std::move(r));
     py::list states;
@@ -318,16 +341,19 @@ class PyClient {
     return py::make_tuple(g.loaded, states);
   }
 
-  py::tuple Exists(const Namespace& ns, const py::sequence& keys) {
+  py::tuple Exists(const Namespace& ns, const py::sequence& keys, bool detail,
+                   const py::object& head) {
     auto k = ToKeys(keys);
+    const openlake::kv::GetOptions o = ToGetOptions(head);
     absl::StatusOr<openlake::kv::ExistsResult> r;
     {
       py::gil_scoped_release nogil;
-      r = c().Exists(ns, k);
+      r = c().Exists(ns, k, o);
     }
     auto e = Unwrap(std::move(r));
     py::list present;
     for (bool b : e.present) present.append(b);
+    if (detail) return py::make_tuple(e.prefix, present, e.on_peers);
     return py::make_tuple(e.prefix, present);
   }
 
@@ -361,12 +387,13 @@ class PyClient {
     Check(st);
   }
 
-  py::tuple Lookup(const Namespace& ns, const py::sequence& keys) {
+  py::tuple Lookup(const Namespace& ns, const py::sequence& keys, const py::object& head) {
     auto k = ToKeys(keys);
+    const openlake::kv::GetOptions o = ToGetOptions(head);
     absl::StatusOr<openlake::kv::Pins> r;
     {
       py::gil_scoped_release nogil;
-      r = c().Lookup(ns, k);
+      r = c().Lookup(ns, k, o);
     }
     auto p = Unwrap(std::move(r));
     py::list hits;
@@ -430,6 +457,35 @@ class PyClient {
  private:
   std::unique_ptr<Client> client_;
 };
+
+// What the daemon at `address` says of itself (openlake/node/status.h): its node id, version,
+// the KV pool's transport to its peers, and the cluster as it sees it.
+py::dict NodeStatusOf(const std::string& address, const std::string& secret, double timeout_s) {
+  absl::StatusOr<openlake::node::NodeStatus> st;
+  {
+    py::gil_scoped_release nogil;
+    st = openlake::node::QueryStatus(address, {secret, absl::Seconds(timeout_s)});
+  }
+  if (!st.ok()) RaiseStatus(st.status());
+  py::dict d;
+  d["node_id"] = st->node_id;
+  d["version"] = st->version;
+  d["kv"] = st->kv;
+  d["kv_slab_bytes"] = st->kv_slab_bytes;
+  d["kv_ucx"] = st->kv_ucx;
+  d["kv_ucx_tls"] = st->kv_ucx_tls;
+  d["kv_ucx_devices"] = st->kv_ucx_devices;
+  py::list peers;
+  for (const auto& p : st->peers) {
+    py::dict e;
+    e["id"] = p.id;
+    e["rpc_addr"] = p.rpc_addr;
+    e["state"] = p.state;
+    peers.append(e);
+  }
+  d["peers"] = peers;
+  return d;
+}
 
 uint64_t Crc64Of(const py::buffer& data, uint64_t crc) {
   py::buffer_info info = data.request();
@@ -532,10 +588,12 @@ PYBIND11_MODULE(_openlake, m) {
       });
 
   py::class_<PyClient>(m, "Client")
-      .def(py::init<const std::string&, const std::string&, bool, double, double>(),
+      .def(py::init<const std::string&, const std::string&, bool, double, double, bool>(),
            py::arg("address"), py::arg("secret") = "", py::arg("map_slab") = true,
-           py::arg("timeout") = 10.0, py::arg("connect_timeout") = 5.0,
-           "Connects to an openlaked ('host:port' or 'unix:/path'); maps the slab when local.")
+           py::arg("timeout") = 10.0, py::arg("connect_timeout") = 5.0, py::arg("cluster") = true,
+           "Connects to an openlaked ('host:port' or 'unix:/path'); maps the slab when local. "
+           "With cluster=False, lookups and existence queries answer from that daemon's own "
+           "tiers only, never from its cluster's other nodes.")
       .def("close", &PyClient::Close)
       .def_property_readonly("has_slab", [](PyClient& c) { return c.c().has_slab(); })
       .def_property_readonly("slab_bytes", [](PyClient& c) { return c.c().slab_bytes(); })
@@ -558,13 +616,20 @@ PYBIND11_MODULE(_openlake, m) {
            "Stores blocks (each a list of (address, length) pieces); returns how many of the "
            "leading keys were stored.")
       .def("get", &PyClient::Get, py::arg("ns"), py::arg("keys"), py::arg("blocks"),
+           py::arg("head") = py::none(),
            "Loads the leading present keys into the pieces; returns (loaded, states) with "
-           "states 0 loaded, 1 missing, 2 corrupt.")
-      .def("exists", &PyClient::Exists, py::arg("ns"), py::arg("keys"))
+           "states 0 loaded, 1 missing, 2 corrupt. `head`: the key of the chain's first block "
+           "when keys[0] is not it (a cluster finds a chain's owners by its head).")
+      .def("exists", &PyClient::Exists, py::arg("ns"), py::arg("keys"), py::arg("detail") = false,
+           py::arg("head") = py::none(),
+           "(prefix, present): the leading keys the pool holds, and per key whether it holds "
+           "it. With detail=True, (prefix, present, on_peers): the last on_peers keys of the "
+           "prefix are on the cluster's other nodes (a load pulls them first).")
       .def("reserve", &PyClient::Reserve, py::arg("ns"), py::arg("count"),
            py::arg("allow_partial") = true)
       .def("commit", &PyClient::Commit, py::arg("ns"), py::arg("entries"))
-      .def("lookup", &PyClient::Lookup, py::arg("ns"), py::arg("keys"))
+      .def("lookup", &PyClient::Lookup, py::arg("ns"), py::arg("keys"),
+           py::arg("head") = py::none())
       .def("release", &PyClient::Release, py::arg("pin_batches"),
            py::arg("reserved") = std::vector<uint64_t>{}, py::arg("wait") = true)
       .def("still_valid", &PyClient::StillValid, py::arg("slot"), py::arg("generation"))
@@ -589,4 +654,10 @@ PYBIND11_MODULE(_openlake, m) {
   m.def("has_cuda_crc", [] { return OL_HAVE_CUDA != 0; },
         "Whether crc64_rows_device (the GPU checksum) was built in.");
   m.def("version", [] { return std::string(openlake::Version()); });
+  m.def("node_status", &NodeStatusOf, py::arg("address"), py::arg("secret") = "",
+        py::arg("timeout") = 3.0,
+        "What the openlaked at `address` says of itself: a dict with node_id, version, kv, "
+        "kv_slab_bytes, kv_ucx (whether its KV pool pulls from peers over UCX), kv_ucx_tls and "
+        "kv_ucx_devices ('' = UCX's own choice), and peers: the other members of its [[nodes]], "
+        "each {id, rpc_addr, state} with state 'up', 'down' or 'unknown'.");
 }

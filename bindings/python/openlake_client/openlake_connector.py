@@ -22,6 +22,7 @@ import dataclasses
 import enum
 import inspect
 import logging
+import re
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Set, Tuple
@@ -160,12 +161,16 @@ def _role_name(role: Any) -> str:
 
 # ---- Settings -------------------------------------------------------------------------------
 
+# An RDMA device as UCX and rdma-core name it: "mlx5_0", "mlx5_ib0", "rxe0", with an optional port.
+_RDMA_DEVICE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,62}(:[0-9]{1,3})?")
+
 @dataclasses.dataclass
 class Settings:
     """kv_connector_extra_config keys (each documented in docs/vllm.md)."""
 
     nodes: List[str]
-    device: str = "local"
+    device: str = "local"         # "local": this host's daemon only; "ucx" or an RDMA device:
+                                  # its cluster too (docs/vllm.md, "Several nodes")
     namespace: Optional[str] = None
     secret: str = ""
     timeout_s: float = 5.0
@@ -178,6 +183,11 @@ class Settings:
     crc_threads: int = 4
     copy_path: str = "auto"       # torch engine: "auto", "dma" (runs of slots) or "kernel"
     pin_slab: str = "lazy"        # GPU: register slab segments with CUDA on first use, or "eager"
+
+    @property
+    def cluster(self) -> bool:
+        """Whether lookups may be served from the other nodes of the local daemon's cluster."""
+        return self.device != "local"
 
     @staticmethod
     def from_extra(extra: Dict[str, Any]) -> "Settings":
@@ -200,13 +210,9 @@ class Settings:
         s.crc_threads = max(1, int(extra.get("openlake_crc_threads", 4)))
         s.copy_path = str(extra.get("openlake_copy_path", "auto"))
         s.pin_slab = str(extra.get("openlake_pin_slab", "lazy"))
-        if s.device not in ("local", "ucx"):
-            raise ValueError(f"OpenLakeConnector: openlake_device must be 'local' or 'ucx', "
-                             f"not {s.device!r}")
-        if s.device == "ucx":
-            raise NotImplementedError(
-                "OpenLakeConnector: openlake_device='ucx' (the pool on other hosts) is not "
-                "available in this version; run openlaked on this host and use 'local'")
+        if s.device not in ("local", "ucx") and not _RDMA_DEVICE.fullmatch(s.device):
+            raise ValueError(f"OpenLakeConnector: openlake_device must be 'local', 'ucx' or an "
+                             f"RDMA device name such as 'mlx5_0', not {s.device!r}")
         if s.lookup not in ("sync", "async"):
             raise ValueError("OpenLakeConnector: openlake_lookup must be 'sync' or 'async'")
         if s.copy_engine not in ("auto", "memcpy", "torch"):
@@ -218,6 +224,57 @@ class Settings:
         return s
 
 
+def cluster_mismatches(settings: Settings) -> List[str]:
+    """Where openlake_nodes and openlake_device disagree with the cluster that this host's
+    daemon (openlake_nodes[0]) has configured: one line per difference, none when they agree.
+
+    The daemons' [[nodes]] decide who serves whom; the connector never remaps keys itself, so a
+    list that differs only earns a warning."""
+    nodes = settings.nodes
+    if settings.device == "local":
+        if len(nodes) > 1:
+            return [f"openlake_device 'local' uses only this host's daemon ({nodes[0]}); the "
+                    f"other {len(nodes) - 1} entries of openlake_nodes are not asked (use 'ucx' "
+                    "or an RDMA device name for the cluster pool)"]
+        return []
+    try:
+        st = openlake_client.node_status(nodes[0], settings.secret, settings.timeout_s)
+    except openlake_client.OpenLakeError as e:
+        return [f"cannot ask the daemon at {nodes[0]} for its cluster ({e}); lookups will "
+                "still go to it"]
+    out = []
+    peers = {p["rpc_addr"] for p in st["peers"]}
+    if not peers:
+        out.append(f"the daemon at {nodes[0]} is not in a cluster (its [[nodes]] lists only "
+                   f"itself): openlake_device {settings.device!r} reaches no other node")
+    else:
+        listed = set(nodes[1:])
+        missing = sorted(peers - listed)
+        extra = sorted(listed - peers)
+        if missing or extra:
+            out.append(f"openlake_nodes {nodes} differs from the [[nodes]] of the daemon at "
+                       f"{nodes[0]} (peers {sorted(peers)}): the daemons' list decides"
+                       + (f"; not listed here: {missing}" if missing else "")
+                       + (f"; unknown to the daemon: {extra}" if extra else ""))
+        down = sorted(p["rpc_addr"] for p in st["peers"] if p["state"] != "up")
+        if down:
+            out.append(f"the daemon at {nodes[0]} sees these peers down: {down}")
+        if not st["kv_ucx"]:
+            out.append(f"the daemon at {nodes[0]} was built without UCX: it cannot pull blocks "
+                       "from its peers")
+    if settings.device != "ucx" and st["kv_ucx"]:
+        devices = [d.split(":")[0] for d in st["kv_ucx_devices"].split(",") if d]
+        want = settings.device.split(":")[0]
+        if not devices:
+            out.append(f"openlake_device {settings.device!r}: the daemon at {nodes[0]} lets UCX "
+                       "choose its devices; set [rdma] backend = \"ucx\" and dev_name = "
+                       f"\"{settings.device}\" in its config to use this one")
+        elif want not in devices:
+            out.append(f"openlake_device {settings.device!r}: the daemon at {nodes[0]} reaches "
+                       f"its peers through {st['kv_ucx_devices']!r}")
+    return out
+
+
 # ---- Metadata (scheduler → workers; plain data only, pickled across processes) --------------
 
 @dataclasses.dataclass
@@ -226,6 +283,7 @@ class LoadSpec:
     keys: List[bytes]
     block_ids: List[int]
     is_async: bool
+    head: Optional[bytes] = None  # the chain's first key, when keys[0] is not it
 
 
 @dataclasses.dataclass
@@ -255,7 +313,8 @@ class _ReqState:
     request: Any
     block_ids: List[int] = dataclasses.field(default_factory=list)
     stored: int = 0                       # leading blocks already in the pool or planned to be
-    lookup: Optional[Tuple[int, int]] = None  # (local tokens, external tokens) last answered
+    # (local tokens, external tokens, load asynchronously) last answered
+    lookup: Optional[Tuple[int, int, bool]] = None
 
 
 def _block_ids_of(blocks: Any) -> List[int]:
@@ -291,6 +350,7 @@ class OpenLakeConnector(KVConnectorBase_V1):
         self._can_load = kv_role in ("kv_both", "kv_consumer")
         self._role_name = _role_name(role)
         self._client: Optional[openlake_client.Client] = None
+        self._cluster_checked = False
         self._closed = False
         self._lock = threading.Lock()
         if self._role_name == "SCHEDULER":
@@ -305,7 +365,11 @@ class OpenLakeConnector(KVConnectorBase_V1):
             self._client = openlake_client.Client(
                 self._settings.nodes[0], secret=self._settings.secret,
                 map_slab=self._role_name == "WORKER", timeout=self._settings.timeout_s,
-                connect_timeout=self._settings.timeout_s)
+                connect_timeout=self._settings.timeout_s, cluster=self._settings.cluster)
+            if not self._cluster_checked:
+                self._cluster_checked = True
+                for line in cluster_mismatches(self._settings):
+                    logger.warning("OpenLake: %s", line)
         return self._client
 
     def shutdown(self) -> None:
@@ -349,35 +413,38 @@ class OpenLakeConnector(KVConnectorBase_V1):
     def _keys(self, request: Any) -> List[bytes]:
         return ol_keys.request_keys(request, self._hash_group)
 
-    def _present_prefix(self, keys: List[bytes]) -> int:
-        """Leading keys present in every shard's namespace (0 when the pool is unreachable)."""
+    def _present_prefix(self, keys: List[bytes]) -> Tuple[int, int]:
+        """Leading keys present in every shard's namespace, and how many of them are on this
+        host's daemon (the rest are on other nodes of its cluster): (0, 0) when the pool is
+        unreachable."""
         if not keys:
-            return 0
+            return 0, 0
         try:
             client = self._connect()
-            prefix = len(keys)
+            prefix = here = len(keys)
             for name in self._ns_names:
                 ns = self._ns_refs.get(name)
                 if ns is None:
                     ns = client.find_namespace(name)
                     self._ns_refs[name] = ns
                 try:
-                    p, _ = client.exists(ns, keys[:prefix])
+                    p, _, on_peers = client.exists(ns, keys[:prefix], detail=True)
                 except openlake_client.PreconditionError:
                     # The namespace was re-created (another fingerprint): look it up again.
                     self._ns_refs.pop(name, None)
                     raise
                 prefix = min(prefix, int(p))
+                here = min(here, int(p) - int(on_peers))
                 if prefix == 0:
                     break
-            return prefix
+            return prefix, min(here, prefix)
         except openlake_client.NotFoundError:
-            return 0  # a shard never stored anything yet
+            return 0, 0  # a shard never stored anything yet
         except openlake_client.OpenLakeError as e:
             logger.warning("OpenLake lookup failed, treating as a miss: %s", e)
             if isinstance(e, (openlake_client.UnavailableError, openlake_client.DeadlineExceededError)):
                 self._drop_client()
-            return 0
+            return 0, 0
 
     def _drop_client(self) -> None:
         if self._client is not None:
@@ -395,9 +462,10 @@ class OpenLakeConnector(KVConnectorBase_V1):
         if len(keys) <= local_blocks:
             st.lookup = None
             return 0, False
-        present = self._lookup(request.request_id, keys)
-        if present is None:
+        found = self._lookup(request.request_id, keys)
+        if found is None:
             return None, False  # asked again next step
+        present, here = found
         st.stored = max(st.stored, present)
         # Never the whole prompt: at least one token must be computed (vLLM asserts it). Loads
         # are whole blocks, so the last block whose tokens are all before that one.
@@ -407,10 +475,13 @@ class OpenLakeConnector(KVConnectorBase_V1):
             st.lookup = None
             return 0, False
         n = hit_blocks * bs - num_computed_tokens
-        st.lookup = (num_computed_tokens, n)
-        return n, self._settings.async_load
+        # Blocks on other nodes are pulled into this host's daemon first: such a load is always
+        # asynchronous, so a slow or dying peer never holds up the engine's step.
+        is_async = self._settings.async_load or hit_blocks > here
+        st.lookup = (num_computed_tokens, n, is_async)
+        return n, is_async
 
-    def _lookup(self, req_id: str, keys: List[bytes]) -> Optional[int]:
+    def _lookup(self, req_id: str, keys: List[bytes]) -> Optional[Tuple[int, int]]:
         if self._lookup_pool is None:
             return self._present_prefix(keys)
         # Async: ask once in the background; answer None until the answer is in.
@@ -422,7 +493,7 @@ class OpenLakeConnector(KVConnectorBase_V1):
             return None
         if not pending[1].done():
             return None
-        return int(pending[1].result())
+        return pending[1].result()
 
     def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
         st = self._state(request)
@@ -432,12 +503,13 @@ class OpenLakeConnector(KVConnectorBase_V1):
         self._lookups.pop(request.request_id, None)
         if num_external_tokens <= 0 or st.lookup is None:
             return
-        num_local, n = st.lookup
+        num_local, n, is_async = st.lookup
         st.lookup = None
         bs = self._block_size
         start = num_local // bs
         count = min(num_external_tokens, n) // bs
-        keys = self._keys(request)[start:start + count]
+        all_keys = self._keys(request)
+        keys = all_keys[start:start + count]
         target = st.block_ids[start:start + count]
         if len(keys) != len(target):
             # Cannot happen with vLLM's scheduler. Still send the load: the worker reports the
@@ -445,8 +517,9 @@ class OpenLakeConnector(KVConnectorBase_V1):
             logger.warning("OpenLake: request %s has %d keys for %d target blocks",
                            request.request_id, len(keys), len(target))
             keys = keys[:len(target)]
-        self._pending_loads.append(LoadSpec(request.request_id, keys, target, self._settings.async_load))
-        if self._settings.async_load:
+        head = all_keys[0] if start > 0 else None
+        self._pending_loads.append(LoadSpec(request.request_id, keys, target, is_async, head))
+        if is_async:
             self._loading.add(request.request_id)
 
     def build_connector_meta(self, scheduler_output: Any) -> KVConnectorMetadata:
@@ -613,7 +686,8 @@ class OpenLakeConnector(KVConnectorBase_V1):
             self._fail_load(spec, 0, "no KV caches registered")
             return
         try:
-            loaded = self._mover.load(spec.keys, spec.block_ids[:len(spec.keys)])
+            loaded = self._mover.load(spec.keys, spec.block_ids[:len(spec.keys)],
+                                      getattr(spec, "head", None))
         except openlake_client.OpenLakeError as e:
             logger.warning("OpenLake load of %d blocks for %s failed: %s", len(spec.keys),
                            spec.req_id, e)
@@ -748,10 +822,10 @@ class MemcpyMover:
         except openlake_client.PoolFullError:
             return 0
 
-    def load(self, keys: List[bytes], block_ids: List[int]) -> int:
+    def load(self, keys: List[bytes], block_ids: List[int], head: Optional[bytes] = None) -> int:
         if not keys:
             return 0
-        loaded, _ = self._client.get(self._ns, keys, self._layout.pieces_for(block_ids))
+        loaded, _ = self._client.get(self._ns, keys, self._layout.pieces_for(block_ids), head)
         return int(loaded)
 
     def close(self) -> None:

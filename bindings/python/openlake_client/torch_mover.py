@@ -41,7 +41,7 @@ import logging
 import math
 import threading
 import time
-from typing import Any, Dict, List, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import openlake_client
 
@@ -408,12 +408,12 @@ class TorchMover:
 
     # ---- Load: slab → KV cache ----------------------------------------------------------------
 
-    def load(self, keys: List[bytes], block_ids: List[int]) -> int:
+    def load(self, keys: List[bytes], block_ids: List[int], head: Optional[bytes] = None) -> int:
         torch = self._torch
         if not keys:
             return 0
         self._stage(None)
-        batch, hits = self._client.lookup(self._ns, keys)
+        batch, hits = self._client.lookup(self._ns, keys, head)
         self._stage("load: lookup")
         try:
             if not hits:

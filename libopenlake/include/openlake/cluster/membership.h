@@ -87,6 +87,8 @@ class OL_EXPORT Membership {
   std::vector<MemberState> Snapshot() const;
   // How many members are live, this one included.
   size_t live_count() const;
+  // How many members there are, live or not, this one included.
+  size_t size() const { return size_; }
 
  private:
   void Publish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -94,6 +96,7 @@ class OL_EXPORT Membership {
 
   const uint32_t self_id_;
   const MembershipOptions options_;
+  const size_t size_;
   mutable absl::Mutex mu_;
   std::vector<MemberState> states_ ABSL_GUARDED_BY(mu_);  // sorted by id
   std::shared_ptr<const LiveSet> live_ ABSL_GUARDED_BY(mu_);

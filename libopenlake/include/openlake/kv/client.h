@@ -44,6 +44,10 @@ struct ClientOptions {
   bool map_slab = true;
   // How long a call polls for its answer before sleeping (see net::RpcClientOptions::spin).
   absl::Duration spin = absl::Microseconds(50);
+  // In a cluster, a Lookup or Exists that misses this daemon may be served from the other nodes'
+  // pools (the daemon pulls the blocks into its own slab first). False: this daemon's own tiers
+  // only.
+  bool cluster = true;
 };
 
 // A piece of a block: blocks are the concatenation of their pieces, in order.
@@ -60,6 +64,13 @@ struct PutOptions {
   // Depth of keys[0] in its chain (the block index within the prompt); keys[i] gets
   // first_depth + i. Eviction removes deeper blocks first.
   uint32_t first_depth = 0;
+};
+
+struct GetOptions {
+  // The first key of the chain the keys belong to, when keys[0] is not it (a load that starts
+  // after blocks the engine holds already). In a cluster, a chain's owners are found by its
+  // head; empty: keys[0] is the head.
+  BlockKey chain_head;
 };
 
 struct PutResult {
@@ -122,12 +133,14 @@ class OL_EXPORT Client {
   // Loads the longest run of leading keys present into blocks[i]. Each loaded block's checksum
   // is verified; a failure marks it kCorrupt and ends the loaded prefix there.
   absl::StatusOr<GetResult> Get(const Namespace& ns, absl::Span<const BlockKey> keys,
-                                absl::Span<const std::vector<Piece>> blocks);
+                                absl::Span<const std::vector<Piece>> blocks,
+                                const GetOptions& options = {});
   absl::StatusOr<GetResult> Get(const Namespace& ns, absl::Span<const BlockKey> keys,
-                                absl::Span<void* const> blocks);
+                                absl::Span<void* const> blocks, const GetOptions& options = {});
 
   // Presence, without pinning (for schedulers).
-  absl::StatusOr<ExistsResult> Exists(const Namespace& ns, absl::Span<const BlockKey> keys);
+  absl::StatusOr<ExistsResult> Exists(const Namespace& ns, absl::Span<const BlockKey> keys,
+                                      const GetOptions& options = {});
   // Drops every block of `ns`; other namespaces are untouched.
   absl::Status Reset(const Namespace& ns);
   // Drops the blocks of these keys; returns how many were present.
@@ -139,7 +152,8 @@ class OL_EXPORT Client {
                                                  bool allow_partial);
   absl::Status Commit(const Namespace& ns, absl::Span<const CommitEntry> entries);
   // Pins and returns the leading hits, as one pin batch.
-  absl::StatusOr<Pins> Lookup(const Namespace& ns, absl::Span<const BlockKey> keys);
+  absl::StatusOr<Pins> Lookup(const Namespace& ns, absl::Span<const BlockKey> keys,
+                              const GetOptions& options = {});
   // Releases pin batches (Pins::batch) and unused reservations (SlotGrant::slot). With `wait`
   // false the request is sent and its answer read by a later call.
   absl::Status Release(absl::Span<const uint64_t> pin_batches, absl::Span<const uint64_t> reserved,

@@ -145,6 +145,19 @@ struct PoolStats {
   uint64_t disk_checksum_errors = 0;  // blocks read back whose CRC-64 did not match
   uint64_t recovered_blocks = 0;      // found on disk at start
   double recovery_seconds = 0;        // time to read the disk tier's indexes at start
+  // The cluster pool (all zero outside a cluster; docs/kv-pool.md, "Cluster pool").
+  uint32_t cluster_nodes = 0;     // members of [[nodes]], this daemon included
+  uint64_t remote_hits = 0;       // keys Lookup served by pulling them from a peer
+  uint64_t remote_probe_hits = 0;  // keys Exists counted as present on a peer
+  uint64_t pulls = 0;             // local misses that asked a peer for blocks
+  uint64_t pulled_blocks = 0;     // read from a peer, verified and committed here
+  uint64_t pulled_bytes = 0;
+  uint64_t pull_failures = 0;     // an owner was asked and nothing came (down, late, refused)
+  uint64_t pull_rejected_blocks = 0;  // pulled, but failed their CRC-64 or came after the lease
+  uint64_t probes = 0;            // local misses of Exists that asked a peer
+  uint64_t announcements = 0;     // messages to the homes of chain heads held here
+  uint64_t peer_lookups = 0;      // PeerLookups served to other daemons
+  uint64_t peer_served_blocks = 0;  // blocks pinned here for other daemons' gets
   double hit_rate() const {
     return lookup_keys ? static_cast<double>(hits) / static_cast<double>(lookup_keys) : 0.0;
   }
@@ -173,6 +186,7 @@ struct Pins {
   uint64_t batch = 0;  // 0 when nothing was found (nothing to release)
   std::vector<SlotHit> hits;
   uint32_t from_disk = 0;  // of the hits, how many were read back from the disk tier for this call
+  uint32_t from_peers = 0;  // of the hits, how many were pulled from another node for this call
 };
 // One block to commit: the reserved slot it was written into, its key, the CRC-64 of its bytes
 // (Crc64) and its position in its chain (0 = the first block of a prompt), which eviction
@@ -187,6 +201,9 @@ struct CommitEntry {
 struct ExistsResult {
   size_t prefix = 0;
   std::vector<bool> present;
+  // The last `on_peers` keys of the prefix are held by other nodes of the cluster, not this
+  // daemon: a Lookup pulls them first.
+  size_t on_peers = 0;
 };
 
 }  // namespace openlake::kv

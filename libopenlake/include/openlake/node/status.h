@@ -79,6 +79,11 @@ struct NodeStatus {
   // The other members of its [[nodes]] and their liveness as this node probes them; empty on a
   // node outside a cluster.
   std::vector<PeerView> peers;
+  // How the KV pool pulls from its peers' slabs: over UCX (false: it does not), with these
+  // UCX_TLS and UCX_NET_DEVICES ("" = UCX's own choice).
+  bool kv_ucx = false;
+  std::string kv_ucx_tls;
+  std::string kv_ucx_devices;
 };
 
 using StatusFn = std::function<NodeStatus()>;
