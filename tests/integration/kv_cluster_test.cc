@@ -57,6 +57,17 @@ struct Cluster {
     unsetenv("UCX_NET_DEVICES");
   }
   bool Start(int i) { return daemons[i]->Start(cwds[i]); }
+  // Starts every node and waits until each sees all the others up.
+  void StartAll() {
+    for (size_t i = 0; i < daemons.size(); ++i) {
+      if (!Start(static_cast<int>(i))) FAIL("node " << i << " did not start\n" << Logs());
+    }
+    for (size_t i = 0; i < daemons.size(); ++i) {
+      if (!WaitFor([&] { return AllUp(static_cast<int>(i)); }, 15)) {
+        FAIL("node " << i << " does not see every other node up\n" << Logs());
+      }
+    }
+  }
   // SIGKILL, and the process reaped, so that Start(i) can run it again.
   void Kill(int i) {
     const pid_t pid = daemons[i]->pid();
@@ -102,7 +113,6 @@ std::vector<BlockKey> ChainKeys(const Chain& ch) {
   for (int b = 0; b < ch.length; ++b) keys.push_back(KeyOf(ch.writer, b));
   return keys;
 }
-std::vector<BlockKey> ChainKeys(int writer) { return ChainKeys(Chain{writer}); }
 
 std::string NsName(const Chain& ch) { return "cluster-" + std::to_string(ch.block); }
 
@@ -153,6 +163,17 @@ Loaded Load(const Cluster& c, int at, const Chain& ch) {
 }
 Loaded Load(const Cluster& c, int at, int w) { return Load(c, at, Chain{w}); }
 
+// A Lookup of a chain through node `at` (its pins released before it returns).
+kv::Pins LookupOf(const Cluster& c, int at, const Chain& ch, ClientOptions o = {}) {
+  auto client = Connect(c.Address(at), o);
+  auto ns = client->OpenNamespace(NsName(ch), Fp(), ch.block);
+  REQUIRE(ns.ok());
+  auto pins = client->Lookup(*ns, ChainKeys(ch));
+  REQUIRE(pins.ok());
+  if (pins->batch != 0) REQUIRE(client->Release({&pins->batch, 1}, {}).ok());
+  return *pins;
+}
+
 kv::ExistsResult ExistsOf(const Cluster& c, int at, const Chain& ch, ClientOptions o = {}) {
   auto client = Connect(c.Address(at), o);
   auto ns = client->OpenNamespace(NsName(ch), Fp(), ch.block);
@@ -178,9 +199,8 @@ bool WaitForHit(const Cluster& c, int at, int w) { return WaitForHit(c, at, Chai
 void RemoteHits(const std::string& tls) {
   TempDir dir;
   Cluster c(dir, 3, tls);
-  for (int i = 0; i < 3; ++i) REQUIRE(c.Start(i));
+  c.StartAll();
   INFO(c.Logs());
-  for (int i = 0; i < 3; ++i) REQUIRE(WaitFor([&] { return c.AllUp(i); }, 15));
   Save(c, 0, 1);
   // The head's homes learn of it at node 0's next announcement (within a second or two).
   REQUIRE(WaitFor([&] { return ExistsPrefix(c, 1, 1) == kChain; }, 10));
@@ -189,14 +209,7 @@ void RemoteHits(const std::string& tls) {
   ClientOptions here;
   here.cluster = false;
   CHECK(ExistsOf(c, 1, Chain{1}, here).prefix == 0);
-  {
-    auto client = Connect(c.Address(1), here);
-    auto ns = client->OpenNamespace(NsName(Chain{1}), Fp(), kBlock);
-    REQUIRE(ns.ok());
-    auto pins = client->Lookup(*ns, ChainKeys(1));
-    REQUIRE(pins.ok());
-    CHECK(pins->hits.empty());
-  }
+  CHECK(LookupOf(c, 1, Chain{1}, here).hits.empty());
   // Node 1's daemon pulls the chain from node 0 into its own slab and serves it from there.
   Loaded l = Load(c, 1, 1);
   CHECK(l.loaded == kChain);
@@ -211,16 +224,9 @@ void RemoteHits(const std::string& tls) {
   CHECK(st.remote_probe_hits >= kChain);
   CHECK(c.Stats(0).peer_served_blocks >= kChain);
   // Now a local hit: the Lookup says none came from peers.
-  {
-    auto client = Connect(c.Address(1));
-    auto ns = client->OpenNamespace(NsName(Chain{1}), Fp(), kBlock);
-    REQUIRE(ns.ok());
-    auto pins = client->Lookup(*ns, ChainKeys(1));
-    REQUIRE(pins.ok());
-    CHECK(pins->hits.size() == kChain);
-    CHECK(pins->from_peers == 0);
-    REQUIRE(client->Release({&pins->batch, 1}, {}).ok());
-  }
+  const kv::Pins local = LookupOf(c, 1, Chain{1});
+  CHECK(local.hits.size() == kChain);
+  CHECK(local.from_peers == 0);
   // Another chain nobody saved is a miss, answered at once.
   l = Load(c, 2, 7);
   CHECK(l.loaded == 0);
@@ -250,9 +256,8 @@ TEST_CASE("Cluster pool: a stopped owner costs a miss within the deadline, never
   if (!net::UcxBuilt()) return;  // the build has no UCX (Debian ships it: deps.sh installs it)
   TempDir dir;
   Cluster c(dir, 2, "tcp,self");
-  for (int i = 0; i < 2; ++i) REQUIRE(c.Start(i));
+  c.StartAll();
   INFO(c.Logs());
-  for (int i = 0; i < 2; ++i) REQUIRE(WaitFor([&] { return c.AllUp(i); }, 15));
   Save(c, 0, 3);
   REQUIRE(WaitFor([&] { return ExistsPrefix(c, 1, 3) == kChain; }, 10));
   kill(c.daemons[0]->pid(), SIGSTOP);
@@ -283,9 +288,8 @@ TEST_CASE("Cluster pool: blocks an owner holds only on its disk tier are read ba
   if (!net::UcxBuilt()) return;  // the build has no UCX (Debian ships it: deps.sh installs it)
   TempDir dir;
   Cluster c(dir, 2, "tcp,self", DiskTierOn(dir, 0));
-  for (int i = 0; i < 2; ++i) REQUIRE(c.Start(i));
+  c.StartAll();
   INFO(c.Logs());
-  for (int i = 0; i < 2; ++i) REQUIRE(WaitFor([&] { return c.AllUp(i); }, 15));
   const Chain wanted{40};
   Save(c, 0, wanted);
   // Three slabs' worth of later chains push it out of node 0's slab onto its disk tier.
@@ -295,16 +299,9 @@ TEST_CASE("Cluster pool: blocks an owner holds only on its disk tier are read ba
   CHECK(c.Stats(0).evictions > 0);
   REQUIRE(WaitFor([&] { return ExistsOf(c, 1, wanted).prefix == kChain; }, 10));
   // Node 0 reads it back from disk for node 1's pull; node 1 serves it byte-exact.
-  {
-    auto client = Connect(c.Address(1));
-    auto ns = client->OpenNamespace(NsName(wanted), Fp(), kBlock);
-    REQUIRE(ns.ok());
-    auto pins = client->Lookup(*ns, ChainKeys(wanted));
-    REQUIRE(pins.ok());
-    CHECK(pins->hits.size() == kChain);
-    CHECK(pins->from_peers == kChain);
-    REQUIRE(client->Release({&pins->batch, 1}, {}).ok());
-  }
+  const kv::Pins pulled = LookupOf(c, 1, wanted);
+  CHECK(pulled.hits.size() == kChain);
+  CHECK(pulled.from_peers == kChain);
   Loaded l = Load(c, 1, wanted);
   CHECK(l.loaded == kChain);
   CHECK(l.wrong == 0);
@@ -319,9 +316,8 @@ TEST_CASE("Cluster pool: an owner killed and restarted on its disk tier rejoins 
   if (!net::UcxBuilt()) return;  // the build has no UCX (Debian ships it: deps.sh installs it)
   TempDir dir;
   Cluster c(dir, 3, "tcp,self", DiskTierOn(dir, 0));
-  for (int i = 0; i < 3; ++i) REQUIRE(c.Start(i));
+  c.StartAll();
   INFO(c.Logs());
-  for (int i = 0; i < 3; ++i) REQUIRE(WaitFor([&] { return c.AllUp(i); }, 15));
   Save(c, 0, 50);
   Save(c, 0, 51);
   REQUIRE(WaitFor([&] { return c.Stats(0).dirty_blocks == 0; }, 20));  // on disk
@@ -346,14 +342,9 @@ TEST_CASE("Cluster pool: an owner killed while a pull runs costs a miss, never w
           "[kv][cluster]") {
   if (!net::UcxBuilt()) return;  // the build has no UCX (Debian ships it: deps.sh installs it)
   TempDir dir;
-  Cluster c(dir, 2, "tcp,self", [](int) {
-    NodeExtra e;
-    e.tables = "";
-    return e;
-  });
-  for (int i = 0; i < 2; ++i) REQUIRE(c.Start(i));
+  Cluster c(dir, 2, "tcp,self");
+  c.StartAll();
   INFO(c.Logs());
-  for (int i = 0; i < 2; ++i) REQUIRE(WaitFor([&] { return c.AllUp(i); }, 15));
   // 24 MiB: long enough over TCP that the kill often lands mid-pull.
   const Chain big{60, 1u << 20, 24};
   Save(c, 0, big);
