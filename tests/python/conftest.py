@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from openlake_client.local_daemon import LocalDaemon
@@ -34,10 +35,12 @@ def _die_with_parent() -> None:
 
 class Daemon(LocalDaemon):
     def __init__(self, tmp: Path, capacity_gb: float = 0.25, segment_mb: int = 4,
-                 top: str = "", tables: str = ""):
+                 top: str = "", tables: str = "", lease_secs: int = 60, **where: Any):
+        """`where`: host, port, env and argv_prefix, as LocalDaemon takes them."""
         super().__init__(_openlaked(), tmp, capacity_gb,
-                         slab_settings=f"segment_mb = {segment_mb}\nreserve_ttl_secs = 60\n{tables}",
-                         stop_timeout=20, preexec_fn=_die_with_parent, top_settings=top)
+                         slab_settings=f"segment_mb = {segment_mb}\n"
+                                       f"reserve_ttl_secs = {lease_secs}\n{tables}",
+                         stop_timeout=20, preexec_fn=_die_with_parent, top_settings=top, **where)
 
 
 @pytest.fixture

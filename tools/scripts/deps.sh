@@ -9,7 +9,7 @@ PACKAGES="
   g++ clang libclang-rt-14-dev pkg-config meson ninja-build
   liburing-dev libisal-dev libabsl-dev libprotobuf-dev protobuf-compiler
   libtomlplusplus-dev libssl-dev libcli11-dev catch2 libpugixml-dev
-  libucx-dev ucx-utils libibverbs-dev iproute2
+  libucx-dev ucx-utils libibverbs-dev iproute2 nftables
   pybind11-dev python3-dev python3-venv python3-pip python3-mesonpy
   python3-pytest python3-numpy python3-torch
   fio redis-server wrk nginx-light

@@ -482,14 +482,20 @@ class OpenLakeConnector(KVConnectorBase_V1):
         return n, is_async
 
     def _lookup(self, req_id: str, keys: List[bytes]) -> Optional[Tuple[int, int]]:
-        if self._lookup_pool is None:
-            return self._present_prefix(keys)
-        # Async: ask once in the background; answer None until the answer is in.
+        """The pool's answer for a request's keys, asked once and kept until the request is
+        scheduled or finished: vLLM may ask again for the same request (within a step, or while
+        it waits for blocks), and must get the same answer though the pool (or a flaky link to
+        a peer) may answer differently meanwhile. Async: asked in the background; None until
+        the answer is in."""
         key = tuple(keys)
         pending = self._lookups.get(req_id)
         if pending is None or pending[0] != key:
-            fut = self._lookup_pool.submit(self._present_prefix, keys)
-            self._lookups[req_id] = (key, fut)
+            if self._lookup_pool is None:
+                fut: Future = Future()
+                fut.set_result(self._present_prefix(keys))
+                self._lookups[req_id] = (key, fut)
+                return fut.result()
+            self._lookups[req_id] = (key, self._lookup_pool.submit(self._present_prefix, keys))
             return None
         if not pending[1].done():
             return None
