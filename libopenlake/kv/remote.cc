@@ -23,6 +23,10 @@ constexpr int64_t kLeaseTrustPercent = 80;
 constexpr size_t kOwnersPerFind = 4;
 constexpr absl::Duration kAnnounceTimeout = absl::Milliseconds(500);
 constexpr absl::Duration kHeadSweep = absl::Seconds(10);
+// Heads whose owner answered lately, and for how long that is trusted before the directory is
+// asked again (a wrong one costs one message, never a wrong byte).
+constexpr size_t kRecentOwners = 1 << 16;
+constexpr absl::Duration kRecentOwnerTtl = absl::Seconds(5);
 
 absl::Duration Left(absl::Time deadline) {
   return std::max(absl::ZeroDuration(), deadline - absl::Now());
@@ -226,12 +230,8 @@ void Remote::Register(net::RpcServer& server) {
     wire::FindOwnersRequest req;
     if (!PeerRequest(call, &req)) return;
     std::shared_ptr<const cluster::LiveSet> live = options_.membership->live();
-    const uint32_t asker = req.asker();
-    auto owners = directory_.Find(
-        req.head(), absl::Now(), [&](uint32_t id) { return id != asker && live->Contains(id); },
-        kOwnersPerFind);
     wire::FindOwnersResponse resp;
-    for (uint32_t o : owners) resp.add_owners(o);
+    for (uint32_t o : OwnersHere(req.head(), *live, req.asker())) resp.add_owners(o);
     Answer(call, resp);
   });
 }
@@ -308,6 +308,13 @@ bool Remote::Prepare(uint32_t ns, const BlockKey& head, std::vector<BlockKey>& k
   job->head = head.empty() ? keys[0] : head;
   job->keys = std::move(keys);
   job->have = have;
+  const uint64_t dkey = cluster::DirectoryKey(job->ns_name, job->digest, job->head.bytes());
+  std::shared_ptr<const cluster::LiveSet> live = options_.membership->live();
+  const auto homes = cluster::Homes(dkey, *live, 1);
+  if (!homes.empty() && homes[0] == options_.membership->self_id()) {
+    job->owners_known = true;
+    job->owners = OwnersHere(dkey, *live, options_.membership->self_id());
+  }
   return true;
 }
 
@@ -364,16 +371,28 @@ void Remote::RunJob(Job& job) {
     std::lock_guard<std::mutex> lock(counters_mu_);
     ++(job.pull ? counters_.pulls : counters_.probes);
   }
-  std::vector<uint32_t> owners = FindOwners(head, lookup_deadline);
+  // The owner that answered for this head a moment ago is asked first, without a message to
+  // the home (a scheduler's Exists and then its workers' Lookups ask for the same prefix).
+  const uint32_t recent = RecentOwner(head);
+  if (recent != kNoNode) {
+    more = PullFrom(recent, job, lookup_deadline, &out);
+    if (more > 0) out.node = recent;
+  }
+  std::vector<uint32_t> owners;
+  if (more == 0) {
+    owners = job.owners_known ? std::move(job.owners) : FindOwners(head, lookup_deadline);
+  }
   for (uint32_t owner : owners) {
     if (absl::Now() >= lookup_deadline) break;
+    if (owner == recent) continue;  // asked above
     more = PullFrom(owner, job, lookup_deadline, &out);
     if (more > 0) {
       out.node = owner;
       break;
     }
   }
-  if (job.pull && !owners.empty() && out.entries.empty()) {
+  if (more > 0) RememberOwner(head, out.node);
+  if (job.pull && (recent != kNoNode || !owners.empty()) && out.entries.empty()) {
     std::lock_guard<std::mutex> lock(counters_mu_);
     ++counters_.pull_failures;
   }
@@ -389,18 +408,40 @@ void Remote::RunJob(Job& job) {
   if (!posted) OL_LOG(kWarning) << "KV cluster: the pool stopped before a remote answer";
 }
 
+uint32_t Remote::RecentOwner(uint64_t head) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = recent_owners_.find(head);
+  if (it == recent_owners_.end()) return kNoNode;
+  if (absl::Now() > it->second.until || !options_.membership->live()->Contains(it->second.node)) {
+    recent_owners_.erase(it);
+    return kNoNode;
+  }
+  return it->second.node;
+}
+
+void Remote::RememberOwner(uint64_t head, uint32_t node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (recent_owners_.size() >= kRecentOwners) recent_owners_.clear();  // soft state: start over
+  recent_owners_[head] = RecentEntry{node, absl::Now() + kRecentOwnerTtl};
+}
+
+std::vector<uint32_t> Remote::OwnersHere(uint64_t head, const cluster::LiveSet& live,
+                                          uint32_t asker) {
+  auto found = directory_.Find(
+      head, absl::Now(), [&](uint32_t id) { return id != asker && live.Contains(id); },
+      kOwnersPerFind);
+  return std::vector<uint32_t>(found.begin(), found.end());
+}
+
 std::vector<uint32_t> Remote::FindOwners(uint64_t head, absl::Time deadline) {
   std::shared_ptr<const cluster::LiveSet> live = options_.membership->live();
   const uint32_t self = options_.membership->self_id();
   auto usable = [&](uint32_t id) { return id != self && live->Contains(id); };
   for (uint32_t home : cluster::Homes(head, *live, options_.homes)) {
-    std::vector<uint32_t> owners;
     if (home == self) {
-      const absl::Status st = runtime_.RunOn(reactor_, [&] {
-        for (uint32_t o : directory_.Find(head, absl::Now(), usable, kOwnersPerFind)) {
-          owners.push_back(o);
-        }
-      });
+      std::vector<uint32_t> owners;
+      const absl::Status st =
+          runtime_.RunOn(reactor_, [&] { owners = OwnersHere(head, *live, self); });
       if (!st.ok()) return {};
       return owners;
     }
@@ -412,6 +453,7 @@ std::vector<uint32_t> Remote::FindOwners(uint64_t head, absl::Time deadline) {
         CallPeer(home, deadline, /*ucx=*/false, wire::kFindOwners, req.SerializeAsString(), &link);
     wire::FindOwnersResponse resp;
     if (!r.ok() || !wire::Parse(r->payload, &resp).ok()) continue;  // the next home
+    std::vector<uint32_t> owners;
     for (uint32_t o : resp.owners()) {
       if (usable(o)) owners.push_back(o);
     }
@@ -458,7 +500,7 @@ std::shared_ptr<Remote::Link> Remote::LinkTo(uint32_t node, absl::Time deadline,
     net::RpcClientOptions co;
     co.secret = options_.secret;
     co.connect_timeout = std::max(Left(deadline), absl::Milliseconds(1));
-    co.spin = absl::ZeroDuration();
+    co.spin = absl::Microseconds(50);
     absl::StatusOr<std::unique_ptr<net::RpcClient>> c = net::RpcClient::Connect(*addr, co);
     if (!c.ok()) {
       OL_LOG_EVERY_N_SEC(kWarning, 10) << "KV cluster: connecting to node " << node << " ("
@@ -603,6 +645,7 @@ size_t Remote::PullFrom(uint32_t owner, Job& job, absl::Time lookup_deadline, Pu
   std::vector<uint64_t> slots(m);
   for (size_t j = 0; j < m; ++j) slots[j] = (*grants)[j].slot;
   auto wait = std::make_shared<GetWait>();
+  const absl::Time gets_started = absl::Now();
   (void)runtime_.RunOn(reactor_, [&] {
     auto finish = [this, wait, slots, link](absl::Status got) {
       std::lock_guard<std::mutex> lock(wait->mu);
@@ -662,6 +705,7 @@ size_t Remote::PullFrom(uint32_t owner, Job& job, absl::Time lookup_deadline, Pu
     DropLink(owner, link);
     return 0;
   }
+  const absl::Duration got_in = absl::Now() - gets_started;
   // The owner's pins held the blocks only for its lease: bytes read after it may be another
   // block's. Then each block against the CRC-64 its writer committed.
   const bool in_lease =
@@ -672,6 +716,10 @@ size_t Remote::PullFrom(uint32_t owner, Job& job, absl::Time lookup_deadline, Pu
     ++good;
   }
   release_owner();
+  if (good > 0) {
+    std::lock_guard<std::mutex> lock(counters_mu_);
+    counters_.get_ns += absl::ToInt64Nanoseconds(got_in);
+  }
   if (good < m) {
     std::lock_guard<std::mutex> lock(counters_mu_);
     counters_.rejected_blocks += m - good;

@@ -107,6 +107,7 @@ class Remote {
     uint64_t announcements = 0;       // messages sent to homes
     uint64_t peer_lookups = 0;        // PeerLookups served to peers
     uint64_t peer_served_blocks = 0;  // blocks pinned for peers' gets
+    int64_t get_ns = 0;               // in the gets of pulls that brought blocks
   };
   Counters counters() const;
 
@@ -121,6 +122,10 @@ class Remote {
     std::vector<BlockKey> keys;
     size_t have = 0;
     bool pull = false;
+    // Where this daemon is the head's first home, its directory's owners, found on the
+    // reactor before the job is queued (no round trip back to it from the agent).
+    bool owners_known = false;
+    std::vector<uint32_t> owners;
     absl::Time deadline;
     absl::AnyInvocable<void(Pulled)> pulled;
     absl::AnyInvocable<void(size_t)> probed;
@@ -130,7 +135,16 @@ class Remote {
                Job* job);
   void AgentLoop();
   void RunJob(Job& job);
+  // The owners of chain head `head`, from the first live home that answers.
   std::vector<uint32_t> FindOwners(uint64_t head, absl::Time deadline);
+  // The owner that last answered for `head`, while that is recent and it is live; kNoNode
+  // otherwise. RememberOwner records one. Any thread.
+  static constexpr uint32_t kNoNode = ~uint32_t{0};
+  uint32_t RecentOwner(uint64_t head);
+  void RememberOwner(uint64_t head, uint32_t node);
+  // On the reactor: the live owners of `head` in this daemon's shard of the directory, `asker`
+  // left out, freshest first.
+  std::vector<uint32_t> OwnersHere(uint64_t head, const cluster::LiveSet& live, uint32_t asker);
   // The owner's answer for keys[have..] (by `lookup_deadline`): pulled and verified, or
   // counted (a probe). Returns how many keys it brought.
   size_t PullFrom(uint32_t owner, Job& job, absl::Time lookup_deadline, Pulled* out);
@@ -173,6 +187,11 @@ class Remote {
   bool stopping_ = false;
   std::vector<std::thread> agents_;
   absl::flat_hash_map<uint32_t, std::shared_ptr<Link>> links_;  // under mu_
+  struct RecentEntry {
+    uint32_t node;
+    absl::Time until;
+  };
+  absl::flat_hash_map<uint64_t, RecentEntry> recent_owners_;  // under mu_
   mutable std::mutex counters_mu_;
   Counters counters_;
 };

@@ -243,6 +243,7 @@ class KvService::Impl {
       st.pulled_bytes = pulled_bytes_;
       st.pull_failures = c.pull_failures;
       st.pull_rejected_blocks = c.rejected_blocks;
+      st.pull_get_seconds = static_cast<double>(c.get_ns) / 1e9;
       st.probes = c.probes;
       st.announcements = c.announcements;
       st.peer_lookups = c.peer_lookups;

@@ -89,6 +89,7 @@ void ToWire(const PoolStats& s, StatsResponse* out) {
   out->set_peer_lookups(s.peer_lookups);
   out->set_peer_served_blocks(s.peer_served_blocks);
   out->set_cluster_nodes(s.cluster_nodes);
+  out->set_pull_get_seconds(s.pull_get_seconds);
   for (const kv::NamespaceStats& n : s.per_namespace) {
     auto* w = out->add_per_namespace();
     w->set_name(n.name);
@@ -151,6 +152,7 @@ PoolStats FromWire(const StatsResponse& s) {
   out.peer_lookups = s.peer_lookups();
   out.peer_served_blocks = s.peer_served_blocks();
   out.cluster_nodes = s.cluster_nodes();
+  out.pull_get_seconds = s.pull_get_seconds();
   for (const auto& n : s.per_namespace()) {
     out.per_namespace.push_back(
         kv::NamespaceStats{n.name(), n.id(), n.block_bytes(), n.blocks(), n.fingerprint()});

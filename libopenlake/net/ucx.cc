@@ -207,6 +207,11 @@ struct UcxWorker::Impl {
   io::Reactor* reactor = nullptr;
   Poller* poller = nullptr;
   bool kick_pending = false;
+  // GetMany batches whose gets are in flight: while there are any, or while the last progress
+  // found work, the worker is progressed on every turn of the reactor (some transports, shared
+  // memory's cma among them, complete a get over several progress calls and signal no event
+  // meanwhile); only an idle worker waits for its event fd.
+  size_t batches_in_flight = 0;
   // Batches whose endpoint closed before UCX gave their gets back: a late callback frees one;
   // what is left when the worker is destroyed, UCX will never answer.
   std::vector<GetBatch*> orphans;
@@ -217,6 +222,10 @@ struct UcxWorker::Impl {
     unsigned worked = 0;
     for (;;) {
       while (ucp_worker_progress(worker) != 0) ++worked;
+      if ((worked > 0 || batches_in_flight > 0) && reactor != nullptr) {
+        Kick();  // busy: again on the reactor's next turn, without waiting for an event
+        return worked;
+      }
       const ucs_status_t st = ucp_worker_arm(worker);
       if (st == UCS_ERR_BUSY) continue;  // events came in while arming: progress them first
       if (st != UCS_OK) {
@@ -224,6 +233,18 @@ struct UcxWorker::Impl {
       }
       return worked;
     }
+  }
+
+  // Progresses once more on the reactor's next turn (however often it is asked before then).
+  void Kick() {
+    if (reactor == nullptr || kick_pending) return;
+    kick_pending = true;
+    reactor->Defer([weak = std::weak_ptr<Impl*>(self)] {
+      std::shared_ptr<Impl*> alive = weak.lock();
+      if (!alive) return;
+      (*alive)->kick_pending = false;
+      (*alive)->Progress();
+    });
   }
 
   void Drive() {
@@ -286,17 +307,7 @@ void UcxWorker::Attach(io::Reactor& reactor) {
   w.Drive();
 }
 
-void UcxWorker::Kick() {
-  Impl& w = *impl_;
-  if (w.reactor == nullptr || w.kick_pending) return;
-  w.kick_pending = true;
-  w.reactor->Defer([weak = std::weak_ptr<Impl*>(w.self)] {
-    std::shared_ptr<Impl*> alive = weak.lock();
-    if (!alive) return;
-    (*alive)->kick_pending = false;
-    (*alive)->Progress();
-  });
-}
+void UcxWorker::Kick() { impl_->Kick(); }
 
 // ---- endpoints and keys -----------------------------------------------------------------
 
@@ -406,6 +417,7 @@ absl::StatusOr<std::unique_ptr<UcxRemoteKey>> UcxEndpoint::Unpack(std::string_vi
 // One GetMany: counts its gets still in flight (plus one while they are being started).
 struct GetBatch {
   std::shared_ptr<UcxEndpointState> endpoint;
+  UcxWorker::Impl* worker = nullptr;  // counts it in flight; null once orphaned
   size_t pending = 1;
   absl::Status status;
   UcxDone done;  // empty once an orphan's caller has been answered
@@ -417,6 +429,7 @@ struct GetBatch {
   }
   void Finished() {
     if (--pending != 0) return;
+    if (worker != nullptr) --worker->batches_in_flight;
     UcxDone fn = std::move(done);
     // Aborted while in flight: the bytes may have come, but after the caller gave up on them.
     absl::Status st = status.ok() ? endpoint->failed : std::move(status);
@@ -453,6 +466,8 @@ void UcxEndpoint::Impl::OrphanBatches() {
   std::vector<GetBatch*>& kept = worker->impl()->orphans;
   for (GetBatch* b : orphans) {
     b->orphaned_in = worker->impl();
+    if (b->worker != nullptr) --b->worker->batches_in_flight;  // not waited for any more
+    b->worker = nullptr;
     kept.push_back(b);
   }
   for (GetBatch* b : orphans) {
@@ -471,6 +486,8 @@ void GetMany(UcxEndpoint& endpoint, const UcxRemoteKey& key, absl::Span<const Uc
   }
   auto* batch = new GetBatch;
   batch->endpoint = ep.state;
+  batch->worker = endpoint.worker().impl();
+  ++batch->worker->batches_in_flight;
   ep.state->batches.push_back(batch);
   batch->done = std::move(done);
   ucp_request_param_t param{};

@@ -147,13 +147,22 @@ void PrintStatusJson(const StatusOptions& o, const std::vector<NodeReport>& node
             .Field("since_secs", p.since_secs)
             .EndObject();
       }
-      w.EndArray().Key("error").Null();
+      w.EndArray();
+      // How its KV pool pulls from the peers ("" = UCX's own choice); null when it does not.
+      w.Key("kv_ucx");
+      if (st.kv_ucx) {
+        w.BeginObject().Field("tls", st.kv_ucx_tls).Field("devices", st.kv_ucx_devices).EndObject();
+      } else {
+        w.Null();
+      }
+      w.Key("error").Null();
     } else {
       w.Key("version").Null().Key("uptime_secs").Null();
       w.Key("serves").BeginArray().EndArray();
       w.Key("s3_addr").Null().Key("admin_addr").Null();
       w.Key("drives").Null().Key("drives_online").Null();
       w.Key("peers").BeginArray().EndArray();
+      w.Key("kv_ucx").Null();
       w.Field("error", Message(r.error));
     }
     w.EndObject();
@@ -188,6 +197,11 @@ void PrintStatusText(const std::vector<NodeReport>& nodes, int up) {
       detail +=
           absl::StrFormat("sees %zu/%zu peers up", st.peers.size() - down.size(), st.peers.size());
       if (!down.empty()) detail += " (not " + absl::StrJoin(down, ",") + ")";
+      detail += ", ";
+    }
+    if (st.kv_ucx) {
+      detail += "pulls over UCX " + (st.kv_ucx_tls.empty() ? "(its choice)" : st.kv_ucx_tls);
+      if (!st.kv_ucx_devices.empty()) detail += " on " + st.kv_ucx_devices;
       detail += ", ";
     }
     if (!detail.empty()) detail.resize(detail.size() - 2);

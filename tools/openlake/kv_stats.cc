@@ -89,6 +89,7 @@ void PrintJsonStats(const KvOptions& o, const std::string& version, const kv::Po
       .Field("pulled_bytes", s.pulled_bytes)
       .Field("pull_failures", s.pull_failures)
       .Field("rejected_blocks", s.pull_rejected_blocks)
+      .Field("get_seconds", s.pull_get_seconds)
       .Field("probes", s.probes)
       .Field("announcements", s.announcements)
       .Field("served_lookups", s.peer_lookups)

@@ -149,6 +149,8 @@ void KvMetrics(openlake::kv::KvService& kv, openlake::PrometheusWriter& w) {
       counter("openlake_kv_pull_rejected_blocks_total",
               "Pulled blocks discarded: CRC-64 mismatch or after the owner's lease",
               s.pull_rejected_blocks);
+      counter("openlake_kv_pull_get_seconds_total",
+              "Time spent in the UCX gets of pulls that brought blocks", s.pull_get_seconds);
       counter("openlake_kv_probes_total", "Local misses of Exists that asked a peer", s.probes);
       counter("openlake_kv_announcements_total",
               "Messages announcing chain heads held here to their directory homes",

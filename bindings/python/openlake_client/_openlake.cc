@@ -248,6 +248,7 @@ py::dict StatsDict(const openlake::kv::PoolStats& s) {
   d["peer_lookups"] = s.peer_lookups;
   d["peer_served_blocks"] = s.peer_served_blocks;
   d["cluster_nodes"] = s.cluster_nodes;
+  d["pull_get_seconds"] = s.pull_get_seconds;
   py::list per;
   for (const auto& n : s.per_namespace) {
     py::dict e;

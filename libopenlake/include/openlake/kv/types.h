@@ -154,6 +154,7 @@ struct PoolStats {
   uint64_t pulled_bytes = 0;
   uint64_t pull_failures = 0;     // an owner was asked and nothing came (down, late, refused)
   uint64_t pull_rejected_blocks = 0;  // pulled, but failed their CRC-64 or came after the lease
+  double pull_get_seconds = 0;    // spent in the UCX gets of pulls that brought blocks
   uint64_t probes = 0;            // local misses of Exists that asked a peer
   uint64_t announcements = 0;     // messages to the homes of chain heads held here
   uint64_t peer_lookups = 0;      // PeerLookups served to other daemons
