@@ -386,6 +386,16 @@ uint64_t Mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+kv::BlockKey MixedKey(uint64_t base) {
+  char raw[32];
+  static_assert(sizeof(raw) <= kv::kMaxKeyBytes);
+  for (uint64_t w = 0; w < 4; ++w) {
+    const uint64_t v = Mix64(base + w);
+    std::memcpy(raw + w * 8, &v, 8);
+  }
+  return kv::BlockKey(std::string_view(raw, sizeof(raw)));
+}
+
 void FillRandom(void* data, size_t len, uint64_t seed) {
   uint64_t s = Mix64(seed) | 1;
   auto* p = static_cast<unsigned char*>(data);

@@ -23,6 +23,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
+#include "openlake/kv/types.h"
+
 namespace openlake::bench {
 
 // CLOCK_MONOTONIC in nanoseconds.
@@ -147,6 +149,9 @@ void FillRandom(void* data, size_t len, uint64_t seed);
 
 // splitmix64: a stateless 64-bit mix, for keys and offsets.
 uint64_t Mix64(uint64_t x);
+
+// A 32-byte KV key, as an engine's block hashes are: Mix64(base + w) for its four words w.
+kv::BlockKey MixedKey(uint64_t base);
 
 // One JSON object on one line. Keys keep the order they were added in; a NaN or infinite number
 // is written as null (a baseline that could not run).

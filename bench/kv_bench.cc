@@ -202,12 +202,7 @@ struct Blocks {
 
 // 32-byte keys, as an engine's block hashes are.
 kv::BlockKey MakeKey(uint64_t space, uint64_t i) {
-  char raw[kv::kMaxKeyBytes];
-  for (uint64_t w = 0; w < 4; ++w) {
-    const uint64_t v = Mix64(space * 0x100000001b3ull + i * 4 + w);
-    std::memcpy(raw + w * 8, &v, 8);
-  }
-  return kv::BlockKey(std::string_view(raw, sizeof(raw)));
+  return MixedKey(space * 0x100000001b3ull + i * 4);
 }
 
 absl::StatusOr<Blocks> MakeBlocks(uint32_t block_bytes, uint64_t working_set) {

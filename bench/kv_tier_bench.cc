@@ -119,14 +119,7 @@ absl::StatusOr<std::unique_ptr<kv::Client>> ConnectKv(Daemon& d) {
   }
 }
 
-kv::BlockKey MakeKey(uint64_t i) {
-  char raw[kv::kMaxKeyBytes];
-  for (uint64_t w = 0; w < 4; ++w) {
-    const uint64_t v = Mix64(i * 4 + w + 0x5eed);
-    std::memcpy(raw + w * 8, &v, 8);
-  }
-  return kv::BlockKey(std::string_view(raw, sizeof(raw)));
-}
+kv::BlockKey MakeKey(uint64_t i) { return MixedKey(i * 4 + 0x5eed); }
 
 // fio's bandwidth (bytes/s) of `rw` on `file`.
 // Reads run for `seconds` (time-based); writes write `size` bytes once.
