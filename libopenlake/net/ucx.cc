@@ -134,6 +134,14 @@ std::string UcxContext::Describe() const {
   return out;
 }
 
+bool UcxContext::Supports(UcxMemory memory) const {
+  if (memory == UcxMemory::kHost) return true;
+  ucp_context_attr_t attr{};
+  attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  if (ucp_context_query(impl_->context, &attr) != UCS_OK) return false;
+  return (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+}
+
 // ---- regions ----------------------------------------------------------------------------
 
 struct UcxRegion::Impl {
@@ -141,6 +149,7 @@ struct UcxRegion::Impl {
   ucp_mem_h memh = nullptr;
   uint64_t address = 0;
   size_t length = 0;
+  UcxMemory memory = UcxMemory::kHost;
   std::string packed;
 };
 
@@ -150,21 +159,31 @@ UcxRegion::~UcxRegion() {
 }
 uint64_t UcxRegion::address() const { return impl_->address; }
 size_t UcxRegion::length() const { return impl_->length; }
+UcxMemory UcxRegion::memory() const { return impl_->memory; }
 const std::string& UcxRegion::packed_key() const { return impl_->packed; }
 
 absl::StatusOr<std::unique_ptr<UcxRegion>> UcxRegion::Map(UcxContext& context, void* base,
-                                                          size_t length) {
+                                                          size_t length, UcxMemory memory) {
   if (base == nullptr || length == 0) {
     return absl::InvalidArgumentError("a UCX region needs a base and a length");
+  }
+  if (!context.Supports(memory)) {
+    return absl::FailedPreconditionError(
+        "this UCX cannot register GPU memory: it was built without CUDA (as Debian's is); "
+        "pulls into GPU memory need UCX built --with-cuda");
   }
   auto impl = std::make_unique<Impl>();
   impl->context = context.impl()->context;
   impl->address = reinterpret_cast<uint64_t>(base);
   impl->length = length;
+  impl->memory = memory;
   ucp_mem_map_params_t params{};
-  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                      UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
   params.address = base;
   params.length = length;
+  params.memory_type =
+      memory == UcxMemory::kCuda ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
   ucs_status_t st = ucp_mem_map(impl->context, &params, &impl->memh);
   if (st != UCS_OK) return UcxError(StrCat("registering ", length, " bytes with UCX"), st);
   void* key = nullptr;
@@ -495,8 +514,10 @@ void GetMany(UcxEndpoint& endpoint, const UcxRemoteKey& key, absl::Span<const Uc
   param.cb.send = &GetBatch::OnDone;
   param.user_data = batch;
   if (local_region != nullptr) {
-    param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
     param.memh = local_region->impl()->memh;
+    param.memory_type = local_region->memory() == UcxMemory::kCuda ? UCS_MEMORY_TYPE_CUDA
+                                                                   : UCS_MEMORY_TYPE_HOST;
   }
   for (const UcxGet& g : gets) {
     const ucs_status_ptr_t req =

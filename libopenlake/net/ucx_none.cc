@@ -31,14 +31,17 @@ absl::StatusOr<std::unique_ptr<UcxContext>> UcxContext::Create(const UcxOptions&
   return NotBuilt();
 }
 std::string UcxContext::Describe() const { return ""; }
+bool UcxContext::Supports(UcxMemory) const { return false; }
 
 UcxRegion::UcxRegion(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 UcxRegion::~UcxRegion() = default;
-absl::StatusOr<std::unique_ptr<UcxRegion>> UcxRegion::Map(UcxContext&, void*, size_t) {
+absl::StatusOr<std::unique_ptr<UcxRegion>> UcxRegion::Map(UcxContext&, void*, size_t,
+                                                          UcxMemory) {
   return NotBuilt();
 }
 uint64_t UcxRegion::address() const { return 0; }
 size_t UcxRegion::length() const { return 0; }
+UcxMemory UcxRegion::memory() const { return UcxMemory::kHost; }
 const std::string& UcxRegion::packed_key() const { return impl_->packed; }
 
 UcxWorker::UcxWorker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -400,3 +400,21 @@ TEST_CASE("UCX: bad arguments answer errors", "[net][ucx]") {
   CHECK_FALSE(UcxContext::Create(UcxOptions{"tcp,self", "no-such-device0"}).ok());
   CHECK_FALSE(local.worker->address().empty());
 }
+
+TEST_CASE("UCX: GPU memory is refused with a clear error where UCX has no CUDA", "[net][ucx]") {
+  Local local(UcxOptions{"tcp,self", "lo"});
+  CHECK(local.ctx->Supports(net::UcxMemory::kHost));
+  std::vector<char> host(1 << 16);
+  auto region = UcxRegion::Map(*local.ctx, host.data(), host.size());
+  REQUIRE(region.ok());
+  CHECK((*region)->memory() == net::UcxMemory::kHost);
+  if (local.ctx->Supports(net::UcxMemory::kCuda)) {
+    // A CUDA-enabled UCX: mapping GPU memory needs a device pointer, which this test (built
+    // without CUDA) cannot allocate; the GPU suite is where that runs.
+    return;
+  }
+  auto gpu = UcxRegion::Map(*local.ctx, host.data(), host.size(), net::UcxMemory::kCuda);
+  REQUIRE_FALSE(gpu.ok());
+  CHECK(gpu.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(std::string(gpu.status().message()).find("CUDA") != std::string::npos);
+}

@@ -58,6 +58,10 @@ struct UcxOptions {
   bool shared_workers = false;
 };
 
+// Where a region's memory lives. kCuda (GPU memory, for GPUDirect RDMA: a peer's bytes land in
+// the GPU without a host copy) needs a UCX built with CUDA; UcxContext::Supports says.
+enum class UcxMemory { kHost, kCuda };
+
 class UcxWorker;
 class UcxEndpoint;
 
@@ -71,6 +75,9 @@ class OL_EXPORT UcxContext {
 
   // The transports UCX chose, as ucp_context_print_info names them (for logs).
   std::string Describe() const;
+  // Whether this UCX can register and move memory of that kind (kHost always; kCuda only where
+  // UCX was built with CUDA and a GPU driver loads, which Debian's UCX is not).
+  bool Supports(UcxMemory memory) const;
 
   struct Impl;
   Impl* impl() const { return impl_.get(); }
@@ -84,14 +91,18 @@ class OL_EXPORT UcxContext {
 // of gets that UCX can fill without a bounce copy.
 class OL_EXPORT UcxRegion {
  public:
+  // `base` is a host address for kHost, a device pointer (cudaMalloc) for kCuda; a kCuda map
+  // on a UCX without CUDA answers FailedPrecondition.
   static absl::StatusOr<std::unique_ptr<UcxRegion>> Map(UcxContext& context, void* base,
-                                                        size_t length);
+                                                        size_t length,
+                                                        UcxMemory memory = UcxMemory::kHost);
   UcxRegion(const UcxRegion&) = delete;
   UcxRegion& operator=(const UcxRegion&) = delete;
   ~UcxRegion();
 
   uint64_t address() const;
   size_t length() const;
+  UcxMemory memory() const;
   // What a peer unpacks (UcxEndpoint::Unpack) to read this region.
   const std::string& packed_key() const;
 
@@ -207,7 +218,8 @@ using UcxDone = absl::AnyInvocable<void(absl::Status)>;
 
 // Starts every get on `endpoint` at once and runs `done` once, on the worker's thread, when all
 // have completed: OK, or the first failure (the endpoint failed or was aborted). `local_region`
-// (may be null) is registered memory that holds every `local`. `done` may run before GetMany
+// (may be null) is registered memory that holds every `local`; where it is GPU memory
+// (UcxMemory::kCuda) the gets land there directly. `done` may run before GetMany
 // returns (every get completed in place, or the endpoint had already failed). The memory at
 // each `local` must stay valid until `done` runs.
 OL_EXPORT void GetMany(UcxEndpoint& endpoint, const UcxRemoteKey& key,
