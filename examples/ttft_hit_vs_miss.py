@@ -19,12 +19,20 @@ For each prompt length (8K, 32K and 128K tokens by default):
         plain path (a DynamicCache of contiguous copies, transformers' sdpa attention), and
         --profile prints the top CUDA kernels of one more tail prefill of the longest prompt.
 
+With --remote sm|tcp the prompt's KV comes from a peer: two openlaked form one cluster pool
+(UCX over shared memory, or over TCP on lo); the miss saves through node A's daemon, and the
+timed hit looks up through node B's, which pulls every block from A's slab into its own
+(docs/kv-pool.md, "Pulling") before it crosses to the GPU as any hit does. The time to first
+token then includes the pull; chunks are smaller (--chunk-blocks 128) so that each pull ends
+within the daemon's pull deadline on slow links.
+
 Prints both times and their ratio per length (`--json` for one JSON object). Needs a CUDA GPU
 with room for the model (16 GB) and about three copies of the longest prompt's KV (16 GiB each
-at 128K); exits 77 where no GPU is visible. Starts its own openlaked unless --target is given.
+at 128K); exits 77 where no GPU is visible. Starts its own openlaked (two with --remote) unless
+--target is given.
 
     python3 examples/ttft_hit_vs_miss.py [--tokens 8192,32768,131072] [--json]
-                                         [--compare] [--profile]
+                                         [--compare] [--profile] [--remote sm|tcp]
 """
 
 import argparse
@@ -39,6 +47,9 @@ from ttft_tail import layer_kv, preallocated_cache, rebuild_layer, tail_attentio
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = 16
+# UCX between the two daemons of --remote.
+TRANSPORTS = {"sm": {"UCX_TLS": "sm,self"},
+              "tcp": {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "lo"}}
 
 
 def block_keys(tokens, n_blocks):
@@ -71,12 +82,19 @@ def main() -> int:
     ap.add_argument("--openlaked", default=str(ROOT / "build/tools/openlaked/openlaked"))
     ap.add_argument("--target", help="use a running daemon instead")
     ap.add_argument("--crc-threads", type=int, default=12)
-    ap.add_argument("--chunk-blocks", type=int, default=1024, help="blocks per save/load call")
+    ap.add_argument("--chunk-blocks", type=int,
+                    help="blocks per save/load call (default 1024; 128 with --remote)")
     ap.add_argument("--compare", action="store_true",
                     help="also time the plain rebuild and attention on the same loaded pages")
     ap.add_argument("--profile", action="store_true",
                     help="profile one more tail prefill of the longest prompt (top 15 kernels)")
+    ap.add_argument("--remote", choices=sorted(TRANSPORTS),
+                    help="pull the hit from a second daemon over UCX (sm or tcp on lo)")
     args = ap.parse_args()
+    if args.remote and args.target:
+        ap.error("--remote starts its own two daemons; it does not take --target")
+    if args.chunk_blocks is None:
+        args.chunk_blocks = 128 if args.remote else 1024
     sys.path.insert(0, str(ROOT / "build/bindings/python"))
 
     import torch
@@ -88,7 +106,7 @@ def main() -> int:
 
     import openlake_client as ol
     from openlake_client.layout import plan_layout
-    from openlake_client.local_daemon import LocalDaemon
+    from openlake_client.local_daemon import LocalDaemon, local_cluster
     from openlake_client.torch_mover import TorchMover
 
     lengths = [int(x) for x in args.tokens.split(",") if x]
@@ -119,24 +137,38 @@ def main() -> int:
     block_bytes = layout.block_bytes
     pool_gb = sum(n // BLOCK for n in lengths) * block_bytes / (1 << 30) * 1.1 + 1
     tmp = Path(tempfile.mkdtemp(prefix="openlake-ttft-"))
-    proc = None
+    procs = []
     results = []
     try:
         if args.target:
-            addr = args.target
+            addrs = [args.target]
+        elif args.remote:
+            procs = local_cluster(args.openlaked, tmp, 2, pool_gb, env=TRANSPORTS[args.remote])
+            addrs = [d.address for d in procs]
         else:
-            proc = LocalDaemon(args.openlaked, tmp, pool_gb)
-            addr = proc.address
-        client = ol.Client(addr)
-        ns = client.open_namespace("examples/ttft/llama-3-8b-shape", {
+            procs = [LocalDaemon(args.openlaked, tmp, pool_gb)]
+            addrs = [procs[0].address]
+        fingerprint = {
             "model": "llama-3-8b-shape-random", "dtype": "bfloat16", "layout": layout.signature,
             "num_layers": layers, "num_kv_heads": kv_heads, "head_size": head,
-            "block_tokens": BLOCK}, block_bytes)
-        mover = TorchMover(layout, client, ns, crc_threads=args.crc_threads)
-        t = time.perf_counter()
-        mover.register_all()  # what openlake_pin_slab = "eager" does when vLLM starts
-        print(f"pool: {pool_gb:.1f} GB slab registered with CUDA in "
-              f"{time.perf_counter() - t:.1f} s", flush=True)
+            "block_tokens": BLOCK}
+        # movers[0] saves; movers[-1] loads (node B's daemon with --remote, the same otherwise).
+        movers = []
+        for addr in addrs:
+            client = ol.Client(addr)
+            ns = client.open_namespace("examples/ttft/llama-3-8b-shape", fingerprint,
+                                       block_bytes)
+            movers.append(TorchMover(layout, client, ns, crc_threads=args.crc_threads))
+            t = time.perf_counter()
+            movers[-1].register_all()  # what openlake_pin_slab = "eager" does when vLLM starts
+            print(f"pool at {addr}: {pool_gb:.1f} GB slab registered with CUDA in "
+                  f"{time.perf_counter() - t:.1f} s", flush=True)
+        mover, loader = movers[0], movers[-1]
+        loader_client = ol.Client(addrs[-1], map_slab=False)
+        loader_ns = loader_client.find_namespace("examples/ttft/llama-3-8b-shape")
+
+        def on_peers(keys):
+            return int(loader_client.exists(loader_ns, keys, detail=True)[2])
 
         def sync_time():
             torch.cuda.synchronize()
@@ -193,6 +225,13 @@ def main() -> int:
                 raise SystemExit(f"{n_tokens}: stored {stored} of {full} blocks (pool full?)")
             for p in page_list:  # nothing of the miss stays in the pages
                 p.zero_()
+            if args.remote:  # node B learns where the chain is at A's next announcement (~1 s)
+                deadline = time.time() + 20
+                while on_peers(keys) != full:
+                    if time.time() > deadline:
+                        raise SystemExit(f"{n_tokens}: node B does not see the chain at A")
+                    time.sleep(0.1)
+                pulled_before = loader_client.stats()["pulled_blocks"]
 
             # Hit: load into other block ids, rebuild the model's cache, prefill the tail.
             target = torch.randperm(num_blocks, generator=g)[:full].tolist()
@@ -200,7 +239,8 @@ def main() -> int:
             loaded = 0
             for s in range(0, full, args.chunk_blocks):
                 e = min(full, s + args.chunk_blocks)
-                loaded += mover.load(keys[s:e], target[s:e])
+                # A chunk after the first names the chain's head (how a peer finds it).
+                loaded += loader.load(keys[s:e], target[s:e], keys[0] if s else None)
             t4 = sync_time()
             if loaded != full:
                 raise SystemExit(f"{n_tokens}: loaded {loaded} of {full} blocks")
@@ -228,6 +268,9 @@ def main() -> int:
                  "hit_load_GBps": round(full * block_bytes / (t4 - t3) / 1e9, 1),
                  "hit_rebuild_s": round(t5 - t4, 4), "hit_prefill_s": round(t6 - t5, 4),
                  "store_s": round(t2 - t1, 4),
+                 "remote": args.remote or "",
+                 "pulled_blocks": (loader_client.stats()["pulled_blocks"] - pulled_before
+                                   if args.remote else 0),
                  "first_token_miss": int(miss_logits.argmax()),
                  "first_token_hit": int(hit_logits.argmax()),
                  "max_logit_diff": round(float((miss_logits - hit_logits).abs().max()), 4)}
@@ -261,7 +304,9 @@ def main() -> int:
             del miss_cache
             if report:
                 results.append(r)
-                print(f"{n_tokens:>7} tokens: TTFT miss {miss_s:.3f} s, hit {hit_s:.3f} s "
+                where = f" (pulled {r['pulled_blocks']} blocks over {args.remote})" \
+                    if args.remote else ""
+                print(f"{n_tokens:>7} tokens{where}: TTFT miss {miss_s:.3f} s, hit {hit_s:.3f} s "
                       f"({r['speedup']}x; load {r['hit_load_s']} s at {r['hit_load_GBps']} GB/s, "
                       f"rebuild {r['hit_rebuild_s']} s, tail prefill {r['hit_prefill_s']} s); "
                       f"first token {r['first_token_miss']} / {r['first_token_hit']}", flush=True)
@@ -273,14 +318,17 @@ def main() -> int:
         run(1024, report=False)  # warm-up: kernels chosen, the pool's first segments registered
         for n in lengths:
             run(n)
-        mover.close()
+        for m in movers:
+            m.close()
+        loader_client.close()
         if args.json:
             print(json.dumps({"example": "ttft_hit_vs_miss", "gpu": torch.cuda.get_device_name(0),
-                              "layers": layers, "results": results}))
+                              "layers": layers, "remote": args.remote or "",
+                              "results": results}))
         return 0
     finally:
-        if proc is not None:
-            proc.stop()
+        for d in procs:
+            d.stop()
 
 
 if __name__ == "__main__":

@@ -9,13 +9,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-import openlake_client as ol
-from openlake_client.local_daemon import free_port
+from openlake_client.local_daemon import start_nodes, wait_cluster_up
 from conftest import Daemon
-
-
-def nodes_table(addresses: Sequence[str]) -> str:
-    return "".join(f'[[nodes]]\nid = {i}\nrpc_addr = "{a}"\n' for i, a in enumerate(addresses))
 
 
 def start_cluster(tmp: Path, n: int, env: Dict[str, str], hosts: Optional[Sequence[str]] = None,
@@ -23,44 +18,23 @@ def start_cluster(tmp: Path, n: int, env: Dict[str, str], hosts: Optional[Sequen
                   tables: Optional[List[str]] = None, **common: Any) -> List[Daemon]:
     """Starts n daemons (node i on hosts[i], default 127.0.0.1) and waits until each sees all
     the others up. per_node[i] adds Daemon arguments for node i (env, argv_prefix, ...)."""
-    hosts = list(hosts or ["127.0.0.1"] * n)
-    ports = [free_port() for _ in range(n)]
-    addresses = [f"{h}:{p}" for h, p in zip(hosts, ports)]
-    table = nodes_table(addresses)
-    daemons: List[Daemon] = []
+    def make(i: int, top: str, table: str, host: str, port: int) -> Daemon:
+        extra = dict(per_node[i]) if per_node else {}
+        node_env = {**env, **extra.pop("env", {})}
+        return Daemon(tmp / f"n{i}", top=top, tables=(tables[i] if tables else "") + table,
+                      host=host, port=port, env=node_env, **{**common, **extra})
+
     try:
-        for i in range(n):
-            top = f"self_id = {i}\nadmin_addr = \"off\"\n"
-            if secret:
-                top += f'rpc_secret = "{secret}"\n'
-            extra = dict(per_node[i]) if per_node else {}
-            node_env = {**env, **extra.pop("env", {})}
-            daemons.append(Daemon(tmp / f"n{i}", top=top,
-                                  tables=(tables[i] if tables else "") + table,
-                                  host=hosts[i], port=ports[i], env=node_env,
-                                  **{**common, **extra}))
-        wait_all_up(daemons, secret)
-    except BaseException:
-        stop_cluster(daemons)
-        raise
-    return daemons
+        return start_nodes(n, make, hosts, secret)
+    except RuntimeError as e:  # a node not seen up: its logs are in the message
+        raise AssertionError(str(e)) from None
 
 
 def wait_all_up(daemons: Sequence[Daemon], secret: str = "", timeout: float = 20.0) -> None:
-    deadline = time.time() + timeout
-    for d in daemons:
-        while True:
-            try:
-                st = ol.node_status(d.address, secret, 2.0)
-                if len(st["peers"]) + 1 == len(daemons) and all(p["state"] == "up"
-                                                                 for p in st["peers"]):
-                    break
-            except ol.OpenLakeError:
-                pass
-            if time.time() > deadline:
-                logs = "\n".join(f"---- {x.address}\n{x.log.read_text()}" for x in daemons)
-                raise AssertionError(f"{d.address} does not see every node up\n{logs}")
-            time.sleep(0.1)
+    try:
+        wait_cluster_up(daemons, secret, timeout)
+    except RuntimeError as e:
+        raise AssertionError(str(e)) from None
 
 
 def stop_cluster(daemons: Sequence[Daemon]) -> List[int]:

@@ -122,3 +122,55 @@ def test_openlake_nodes_that_disagree_with_the_daemons_are_named(cluster, caplog
         run_ok(e)
         e.shutdown()
     assert any("10.255.255.1:9400" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("transport", sorted(TRANSPORTS))
+def test_local_cluster_and_the_ttft_examples_remote_path_on_host_tensors(tmp_path, transport):
+    """examples/ttft_hit_vs_miss.py --remote, without the model: pages saved through node A's
+    daemon (local_cluster, the packaged helper) load through node B's, which pulls them from A;
+    chunks after the first name the chain's head. Byte-exact, on host tensors."""
+    torch = pytest.importorskip("torch")
+    from openlake_client.layout import plan_layout
+    from openlake_client.local_daemon import local_cluster
+    from openlake_client.torch_mover import TorchMover
+    from conftest import _openlaked
+
+    nodes = local_cluster(_openlaked(), tmp_path, 2, 0.25, env=TRANSPORTS[transport],
+                          slab_settings="segment_mb = 4")
+    try:
+        layers, blocks, chunk = 4, 40, 16
+        g = torch.Generator().manual_seed(5)
+        pages = {f"model.layers.{i}.self_attn.attn":
+                 torch.randint(-2**15, 2**15, (blocks, 2, 16, 2, 64), generator=g,
+                               dtype=torch.int16).view(torch.bfloat16)
+                 for i in range(layers)}
+        layout = plan_layout(pages, 16)
+        fp = {"model": "remote-path", "dtype": "bfloat16", "layout": layout.signature}
+        keys = [f"remote-path-{i}".encode() for i in range(blocks)]
+        movers = []
+        for d in nodes:
+            c = ol.Client(d.address)
+            movers.append(TorchMover(layout, c, c.open_namespace("ttft-remote", fp,
+                                                                 layout.block_bytes)))
+        saved = {n: p.clone() for n, p in pages.items()}
+        assert movers[0].save(keys, list(range(blocks)), 0) == blocks
+        for p in pages.values():
+            p.zero_()
+        b = ol.Client(nodes[1].address, map_slab=False)
+        ns = b.find_namespace("ttft-remote")
+        assert wait_until(lambda: b.exists(ns, keys, detail=True)[2] == blocks)
+        target = torch.randperm(blocks, generator=g).tolist()
+        loaded = 0
+        for s in range(0, blocks, chunk):
+            loaded += movers[1].load(keys[s:s + chunk], target[s:s + chunk],
+                                     keys[0] if s else None)
+        assert loaded == blocks
+        for n, p in pages.items():
+            assert torch.equal(p[target].view(torch.int16), saved[n].view(torch.int16)), n
+        assert b.stats()["pulled_blocks"] == blocks
+        b.close()
+        for m in movers:
+            m.close()
+    finally:
+        codes = [d.stop() for d in nodes]
+    assert codes == [0, 0], "\n".join(d.log.read_text() for d in nodes)

@@ -8,6 +8,14 @@ The daemon gets its own config, Unix socket and log in `folder`, a free 127.0.0.
 (SIGTERM, then SIGKILL after `stop_timeout` seconds) when the block ends. `env` adds variables
 (UCX_TLS, ...) to its environment; `argv_prefix` runs it under another command (`ip netns exec
 NAME`).
+
+Several such daemons with the same [[nodes]] form one cluster KV pool on this host (UCX over TCP
+on lo or over shared memory), as examples and benchmarks use it:
+
+    nodes = local_cluster(openlaked, folder, 2, capacity_gb=4,
+                          env={"UCX_TLS": "sm,self"})
+    ...
+    for d in nodes: d.stop()
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 
 def free_port() -> int:
@@ -73,3 +81,70 @@ class LocalDaemon:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def nodes_table(addresses: Sequence[str]) -> str:
+    """The [[nodes]] tables of a cluster whose node i listens on addresses[i]."""
+    return "".join(f'[[nodes]]\nid = {i}\nrpc_addr = "{a}"\n' for i, a in enumerate(addresses))
+
+
+def wait_cluster_up(daemons: Sequence[LocalDaemon], secret: str = "",
+                    timeout: float = 20.0) -> None:
+    """Waits until every daemon sees all the others up (node status); raises RuntimeError with
+    their logs when that takes longer than `timeout` seconds."""
+    from . import OpenLakeError, node_status
+
+    deadline = time.time() + timeout
+    for d in daemons:
+        while True:
+            try:
+                st = node_status(d.address, secret, 2.0)
+                if len(st["peers"]) + 1 == len(daemons) and all(p["state"] == "up"
+                                                                 for p in st["peers"]):
+                    break
+            except OpenLakeError:
+                pass
+            if time.time() > deadline:
+                logs = "\n".join(f"---- {x.address}\n{x.log.read_text()}" for x in daemons)
+                raise RuntimeError(f"{d.address} does not see every node up\n{logs}")
+            time.sleep(0.1)
+
+
+def start_nodes(n: int, make: Callable[[int, str, str, str, int], LocalDaemon],
+                hosts: Optional[Sequence[str]] = None, secret: str = "") -> List[LocalDaemon]:
+    """n daemons forming one cluster pool: make(i, top_settings, nodes_tables, host, port)
+    starts node i (hosts[i], default 127.0.0.1, on a free port) with the top-level settings
+    and [[nodes]] tables it must have. Returns once each sees all the others up; stops them
+    all again if any fails."""
+    hosts = list(hosts or ["127.0.0.1"] * n)
+    ports = [free_port() for _ in range(n)]
+    table = nodes_table([f"{h}:{p}" for h, p in zip(hosts, ports)])
+    daemons: List[LocalDaemon] = []
+    try:
+        for i in range(n):
+            top = f'self_id = {i}\nadmin_addr = "off"\n'
+            if secret:
+                top += f'rpc_secret = "{secret}"\n'
+            daemons.append(make(i, top, table, hosts[i], ports[i]))
+        wait_cluster_up(daemons, secret)
+    except BaseException:
+        for d in daemons:
+            d.stop()
+        raise
+    return daemons
+
+
+def local_cluster(openlaked: str, folder: Path, n: int, capacity_gb: float,
+                  env: Optional[Dict[str, str]] = None, secret: str = "",
+                  slab_settings: str = "", cores: Optional[Sequence[Sequence[int]]] = None,
+                  **daemon_args: Any) -> List[LocalDaemon]:
+    """n daemons on 127.0.0.1 forming one cluster pool (node i in folder/n<i>, on cores[i] when
+    given), started and seen up by each other."""
+    def make(i: int, top: str, table: str, host: str, port: int) -> LocalDaemon:
+        if cores:
+            top += f"cores = [{', '.join(str(c) for c in cores[i])}]\n"
+        return LocalDaemon(openlaked, Path(folder) / f"n{i}", capacity_gb,
+                           slab_settings=slab_settings + "\n" + table, top_settings=top,
+                           host=host, port=port, env=env, **daemon_args)
+
+    return start_nodes(n, make, secret=secret)
