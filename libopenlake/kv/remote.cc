@@ -1,5 +1,7 @@
 #include "kv/remote.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -129,6 +131,7 @@ void Remote::StopThreads() {
 }
 
 void Remote::StopOnReactor() {
+  alive_.reset();  // answers still to come, and KeepHot's next turn, find it gone
   // Keys before endpoints, endpoints before the worker (net/ucx.h).
   for (auto& [node, link] : links_) {
     link->rkey.reset();
@@ -326,7 +329,10 @@ bool Remote::Pull(uint32_t ns, const BlockKey& head, std::vector<BlockKey> keys,
   job->pull = true;
   job->deadline = deadline;
   job->pulled = std::move(done);
-  return Enqueue([this, job] { RunJob(*job); });
+  if (!Enqueue([this, job] { RunJob(*job); })) return false;
+  ++awaiting_;
+  KeepHot();
+  return true;
 }
 
 bool Remote::Probe(uint32_t ns, const BlockKey& head, std::vector<BlockKey> keys, size_t have,
@@ -335,7 +341,23 @@ bool Remote::Probe(uint32_t ns, const BlockKey& head, std::vector<BlockKey> keys
   if (!Prepare(ns, head, keys, have, job.get())) return false;
   job->deadline = absl::Now() + options_.lookup_timeout;
   job->probed = std::move(done);
-  return Enqueue([this, job] { RunJob(*job); });
+  if (!Enqueue([this, job] { RunJob(*job); })) return false;
+  ++awaiting_;
+  KeepHot();
+  return true;
+}
+
+void Remote::KeepHot() {
+  if (hot_ || awaiting_ == 0) return;
+  hot_ = true;
+  runtime_.reactor(reactor_).Defer([this, alive = std::weak_ptr<int>(alive_)] {
+    if (alive.expired()) return;
+    hot_ = false;
+    // The agent that will answer may be waiting for this very core (a busy reactor keeps it
+    // off until the scheduler's next tick, milliseconds): give it the core on every turn.
+    sched_yield();
+    KeepHot();
+  });
 }
 
 bool Remote::Enqueue(std::function<void()> fn) {
@@ -398,7 +420,9 @@ void Remote::RunJob(Job& job) {
   }
   auto shared = std::make_shared<Job>(std::move(job));
   auto result = std::make_shared<Pulled>(std::move(out));
-  const bool posted = runtime_.Post(reactor_, [shared, result, more] {
+  const bool posted = runtime_.Post(reactor_, [this, alive = std::weak_ptr<int>(alive_), shared,
+                                              result, more] {
+    if (!alive.expired()) --awaiting_;
     if (shared->pull) {
       shared->pulled(std::move(*result));
     } else {

@@ -131,6 +131,10 @@ class Remote {
     absl::AnyInvocable<void(size_t)> probed;
   };
   bool Enqueue(std::function<void()> fn);
+  // On the reactor: while jobs queued from it have not been answered, keep it turning (it polls
+  // its ring instead of sleeping, yielding its core each turn), so the answer posted back is
+  // taken without a wake-up.
+  void KeepHot();
   bool Prepare(uint32_t ns, const BlockKey& head, std::vector<BlockKey>& keys, size_t have,
                Job* job);
   void AgentLoop();
@@ -179,6 +183,9 @@ class Remote {
   };
   absl::flat_hash_map<uint64_t, Head> heads_;
   absl::Time next_sweep_ = absl::InfinitePast();
+  size_t awaiting_ = 0;  // jobs queued and not yet answered
+  bool hot_ = false;     // a KeepHot turn is deferred
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 
   // The agents'.
   std::mutex mu_;
