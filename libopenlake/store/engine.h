@@ -245,6 +245,11 @@ class Engine final : public Store {
   void PurgeLoop();
   io::Task<absl::StatusOr<HealResult>> HealBucketDirs(std::string bucket);
   io::Task<absl::StatusOr<HealOutcome>> HealOne(std::string bucket, std::string key);
+  // A heal's commit on one drive: a drive that lost the bucket's folder after the heal pass
+  // recreated it (a drive emptied again under a running heal) gets it back and the commit
+  // again, once.
+  io::Task<absl::Status> HealCommit(int set, int pos, const std::string& bucket,
+                                    const std::string& key, const DriveCommit& dc);
 
   StoreOptions opts_;
   std::vector<std::unique_ptr<Drive>> drives_;  // set-major: set * n + position

@@ -298,8 +298,8 @@ io::Task<absl::StatusOr<HealOutcome>> Engine::HealOne(std::string bucket, std::s
         dc.use = true;
         dc.version = fixed[p];
         dc.staged_dir = staged;
-        absl::Status s = co_await CommitOnDrive(set, static_cast<int>(p), bucket, key, dc, nullptr);
-        if (!s.ok()) co_return Annotate(s, StrCat("heal commit on ", drive(set, static_cast<int>(p)).path));
+        absl::Status s = co_await HealCommit(set, static_cast<int>(p), bucket, key, dc);
+        if (!s.ok()) co_return s;
         ++written;
       }
     }
@@ -316,14 +316,28 @@ io::Task<absl::StatusOr<HealOutcome>> Engine::HealOne(std::string bucket, std::s
     DriveCommit dc;
     dc.use = true;
     dc.version = (v.inline_data() || r.copy[p] == nullptr) ? fixed[p] : *r.copy[p];
-    absl::Status s = co_await CommitOnDrive(set, static_cast<int>(p), bucket, key, dc, nullptr);
-    if (!s.ok()) co_return Annotate(s, StrCat("heal commit on ", drive(set, static_cast<int>(p)).path));
+    absl::Status s = co_await HealCommit(set, static_cast<int>(p), bucket, key, dc);
+    if (!s.ok()) co_return s;
     if (rewrite) {
       ++written;
       bytes += dc.version.inline_shard().size();
     }
   }
   co_return HealOutcome{written > 0 || !r.clean, written, bytes};
+}
+
+io::Task<absl::Status> Engine::HealCommit(int set, int pos, const std::string& bucket,
+                                          const std::string& key, const DriveCommit& dc) {
+  absl::Status s = co_await CommitOnDrive(set, pos, bucket, key, dc, nullptr);
+  const bool no_bucket = !s.ok() && ErrorKindOf(s) == ErrorKind::kNoSuchBucket;
+  if (no_bucket) {
+    absl::StatusOr<HealResult> dirs = co_await HealBucketDirs(bucket);
+    if (dirs.ok()) {
+      s = co_await CommitOnDrive(set, pos, bucket, key, dc, nullptr);
+    }
+  }
+  if (!s.ok()) s = Annotate(s, StrCat("heal commit on ", drive(set, pos).path));
+  co_return s;
 }
 
 io::Task<absl::StatusOr<HealResult>> Engine::HealBucketDirs(std::string bucket) {

@@ -137,6 +137,27 @@ TEST_CASE("a missing drive: reads and writes go on, heal rebuilds it", "[store][
   c.Verify(f, "bkt");
 }
 
+TEST_CASE("a drive that lost a bucket's folder under a running store: heal recreates it",
+          "[store][fault]") {
+  // What a drive emptied again just after a heal pass recreated its bucket folders looks like:
+  // the object heal itself (here HealObject, with no bucket pass before it) must bring the
+  // folder back from the bucket's record and write the object's shard, not fail every pass.
+  StoreFixture f(4, 4, 2, 64 << 10);
+  REQUIRE(f.Open().ok());
+  REQUIRE(f.MakeBucket("bkt").ok());
+  const std::string v = RandomBytes(200000, 21);
+  REQUIRE(f.Put("bkt", "dir/obj", v).ok());
+  fs::remove_all(fs::path(f.drive_path(2)) / "bkt");
+  auto h = f.Run([&] { return f.st().HealObject("bkt", "dir/obj"); });
+  REQUIRE(h.ok());
+  CHECK(h->objects_healed == 1);
+  CHECK(fs::exists(fs::path(f.drive_path(2)) / "bkt" / "dir" / "obj" / "%meta"));
+  // Drive 2's shard is needed now: two others gone, RS(2+2) reads from the remaining two.
+  f.faults(0).fail_all = true;
+  f.faults(1).fail_all = true;
+  CHECK(*f.Get("bkt", "dir/obj") == v);
+}
+
 TEST_CASE("drives returning errors: right bytes or a clear error, the old object kept",
           "[store][fault]") {
   // RS(4+2): reads need 4 drives, writes 5 (k + 1).
