@@ -26,6 +26,7 @@ ALLOWED = {
     "node": {"common", "io", "net"},
     "cluster": {"common", "io", "net", "node"},
     "kv": {"common", "io", "net", "cluster"},
+    "c": {"common", "kv"},
     "store": {"common", "io", "ec"},
     "s3": {"common", "io", "ec", "http", "store"},
     "admin": {"common", "io", "http"},
