@@ -92,6 +92,36 @@ class FakeSchedulerConfig:
     disable_hybrid_kv_cache_manager: bool = True
 
 
+@dataclasses.dataclass(frozen=True)
+class FullAttentionSpec:
+    block_size: int
+    num_kv_heads: int
+    head_size: int
+    sliding_window: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SlidingWindowSpec:
+    block_size: int
+    num_kv_heads: int
+    head_size: int
+    sliding_window: int
+
+
+@dataclasses.dataclass
+class KVCacheGroupSpec:
+    layer_names: List[str]
+    kv_cache_spec: Any
+
+
+@dataclasses.dataclass
+class KVCacheConfig:
+    """vLLM's KVCacheConfig as a connector sees it: the groups (hybrid models have several)."""
+    num_blocks: int
+    kv_cache_tensors: List[Any]
+    kv_cache_groups: List[KVCacheGroupSpec]
+
+
 @dataclasses.dataclass
 class FakeVllmConfig:
     kv_transfer_config: FakeKVTransferConfig
@@ -168,14 +198,22 @@ class Request:
 # ---- Scheduler-side data (what SchedulerOutput carries) --------------------------------------
 
 class KVCacheBlocks:
-    def __init__(self, block_ids: List[int]):
-        self.block_ids = list(block_ids)
+    """Block ids per KV-cache group (a flat list: one group)."""
 
-    def get_block_ids(self) -> Tuple[List[int], ...]:
-        return (list(self.block_ids),)
+    def __init__(self, block_ids: Any):
+        if block_ids and isinstance(block_ids[0], (list, tuple)):
+            self.groups = [list(g) for g in block_ids]
+        else:
+            self.groups = [list(block_ids)]
+        self.block_ids = self.groups[0]
+
+    def get_block_ids(self, allow_none: bool = False) -> Optional[Tuple[List[int], ...]]:
+        if allow_none and not any(self.groups):
+            return None
+        return tuple(list(g) for g in self.groups)
 
     def new_empty(self) -> "KVCacheBlocks":
-        return KVCacheBlocks([])
+        return KVCacheBlocks([[] for _ in self.groups])
 
 
 @dataclasses.dataclass
@@ -216,10 +254,11 @@ class SchedulerOutput:
 class KVConnectorOutput:
     finished_sending: Optional[Set[str]] = None
     finished_recving: Optional[Set[str]] = None
-    invalid_block_ids: Set[int] = dataclasses.field(default_factory=set)
     kv_connector_stats: Any = None
     kv_cache_events: Any = None
     kv_connector_worker_meta: Any = None
+    invalid_block_ids: Set[int] = dataclasses.field(default_factory=set)
+    failed_recving: Set[str] = dataclasses.field(default_factory=set)
 
 
 # ---- Worker-side KV tensors -------------------------------------------------------------------
@@ -368,7 +407,7 @@ class Worker:
         cfg = engine.worker_config(rank)
         from openlake_client.openlake_connector import OpenLakeConnector, KVConnectorRole
 
-        self.connector = OpenLakeConnector(cfg, KVConnectorRole.WORKER, None)
+        self.connector = OpenLakeConnector(cfg, KVConnectorRole.WORKER, engine.kv_cache_config)
         mc = cfg.model_config
         heads = mc.get_num_kv_heads(cfg.parallel_config)
         self.heads = list(range(rank * heads, (rank + 1) * heads)) if not mc.use_mla else [0]
@@ -389,11 +428,26 @@ class Worker:
         if load_after:
             c.start_load_kv(ctx)
         c.wait_for_save()
-        done_sending, done_recving = c.get_finished(set(out.finished_req_ids))
+        # vLLM's newest runner asks get_transfer_results (failed loads by request); older ones
+        # get_finished.
+        failed: Set[str] = set()
+        if self.engine.transfer_results and hasattr(c, "get_transfer_results"):
+            r = c.get_transfer_results(set(out.finished_req_ids))
+            done_sending, done_recving = r.finished_sending or None, r.finished_recving or None
+            failed = set(r.failed_recving)
+            if not failed <= set(done_recving or ()):
+                self.engine.errors.append(f"failed_recving {failed} not in finished_recving")
+        else:
+            done_sending, done_recving = c.get_finished(set(out.finished_req_ids))
         invalid = c.get_block_ids_with_load_errors()
+        stats = c.get_kv_connector_stats()
+        events = c.get_kv_connector_kv_cache_events()
+        worker_meta = c.build_connector_worker_meta()
         c.clear_connector_metadata()
         return KVConnectorOutput(finished_sending=done_sending, finished_recving=done_recving,
-                                 invalid_block_ids=set(invalid))
+                                 kv_connector_stats=stats, kv_cache_events=events,
+                                 kv_connector_worker_meta=worker_meta,
+                                 invalid_block_ids=set(invalid), failed_recving=failed)
 
     def forward(self, out: SchedulerOutput) -> None:
         eng = self.engine
@@ -407,7 +461,7 @@ class Worker:
             self.connector.save_kv_layer(name, self.kv.tensors[name], FakeAttnMetadata())
 
     def write_token(self, req: Request, layer: int, pos: int) -> None:
-        blocks = self.engine.req_blocks[req.request_id]
+        blocks = self.engine.table(req.request_id, layer)
         bs = self.engine.block_size
         digest = prefix_digests(req.all_token_ids[:pos + 1])[-1]
         self.kv.write(layer, blocks[pos // bs], pos % bs,
@@ -415,12 +469,14 @@ class Worker:
 
     def check(self, req: Request, upto: int) -> List[int]:
         """Positions < upto whose KV differs from what a recompute writes (empty when right)."""
-        blocks = self.engine.req_blocks[req.request_id]
         bs = self.engine.block_size
         digests = prefix_digests(req.all_token_ids[:upto])
         bad = []
         for pos in range(upto):
             for layer in range(len(self.kv.names)):
+                if not self.engine.needs(layer, pos, upto):
+                    continue  # a sliding-window layer never reads it again
+                blocks = self.engine.table(req.request_id, layer)
                 got = self.kv.read(layer, blocks[pos // bs], pos % bs)
                 want = expected_kv(digests[pos], layer, self.heads, self.kv.c)
                 if not torch.equal(got, want):
@@ -435,7 +491,12 @@ class MiniEngine:
     def __init__(self, extra: Dict[str, Any], layout: str = "flashinfer_nhd", tp: int = 1,
                  num_blocks: int = 64, block_size: int = 4, token_budget: int = 64,
                  kv_role: str = "kv_both", load_after_forward: bool = False,
-                 use_mla: bool = False, prefix_caching: bool = False):
+                 use_mla: bool = False, prefix_caching: bool = False,
+                 window: Optional[int] = None, transfer_results: bool = True):
+        """`window`: a hybrid model (vLLM's HMA): layer 0 full attention (group 0), layer 1 a
+        sliding window of `window` tokens (group 1, its own block table, blocks out of the
+        window freed to vLLM's null block 0). `transfer_results`: the worker answers through
+        get_transfer_results (vLLM's newest runner) rather than get_finished."""
         self.extra = dict(extra)
         self.layout = "mla" if use_mla else layout
         self.tp = tp
@@ -446,10 +507,23 @@ class MiniEngine:
         self.load_after_forward = load_after_forward
         self.use_mla = use_mla or layout == "mla"
         self.prefix_caching = prefix_caching
+        self.window = window
+        self.transfer_results = transfer_results
+        self.errors: List[str] = []
         self.root = none_hash()
+        self.kv_cache_config = None
+        if window is not None:
+            names = [f"model.layers.{i}.self_attn.attn" for i in range(2)]
+            heads = FakeModelConfig().num_kv_heads // tp
+            self.kv_cache_config = KVCacheConfig(num_blocks, [], [
+                KVCacheGroupSpec([names[0]], FullAttentionSpec(block_size, heads, 8)),
+                KVCacheGroupSpec([names[1]], SlidingWindowSpec(block_size, heads, 8, window))])
         from openlake_client.openlake_connector import OpenLakeConnector, KVConnectorRole
 
-        self.scheduler = OpenLakeConnector(self.worker_config(0), KVConnectorRole.SCHEDULER, None)
+        self.scheduler = OpenLakeConnector(self.worker_config(0), KVConnectorRole.SCHEDULER,
+                                           self.kv_cache_config)
+        if self.scheduler.requires_kv_delivery:
+            self.errors.append("a cache connector must not require KV delivery")
         self.workers = [Worker(self, r) for r in range(tp)]
         self.requests: Dict[str, Request] = {}
         self.waiting: List[str] = []
@@ -457,7 +531,14 @@ class MiniEngine:
         self.remote_wait: Set[str] = set()        # WAITING_FOR_REMOTE_KVS
         self.remote_ready: Set[str] = set()
         self.req_blocks: Dict[str, List[int]] = {}
-        self.free_blocks: List[int] = list(range(num_blocks))
+        # Hybrid: block 0 is vLLM's null block, in both groups.
+        self.free_blocks: List[int] = list(range(1 if window else 0, num_blocks))
+        self.win_blocks: Dict[str, List[int]] = {}  # group 1 (sliding window) block tables
+        self.win_free: List[int] = list(range(1, num_blocks)) if window else []
+        self.win_held: Dict[str, List[int]] = {}
+        self.events: List[Any] = []
+        self.kv_stats: Any = None
+        self.worker_meta_seen = 0
         self.held: Dict[str, List[int]] = {}      # finished, blocks kept until finished_sending
         self.finished_ids: Set[str] = set()       # finished since the last step
         self.step_start: Dict[str, int] = {}
@@ -466,12 +547,12 @@ class MiniEngine:
         self.external: Dict[str, int] = {}        # req -> external tokens at its last schedule
         self.lookup_answers: List[Tuple[str, Any]] = []
         self.done: List[str] = []
-        self.errors: List[str] = []
         self.steps = 0
         self.local_cache: Dict[bytes, int] = {}   # block hash -> block id (prefix caching)
         self.async_target: Dict[str, int] = {}    # req -> tokens computed once its load lands
         self.loaded_upto: Dict[str, int] = {}     # req -> tokens valid after its async load
         self.invalid_seen: Set[int] = set()
+        self.failed_seen: Set[str] = set()
         self.report_counts: Dict[str, Dict[str, int]] = {}
 
     def worker_config(self, rank: int) -> FakeVllmConfig:
@@ -483,6 +564,22 @@ class MiniEngine:
             model_config=FakeModelConfig(use_mla=self.use_mla),
             parallel_config=FakeParallelConfig(tensor_parallel_size=self.tp, rank=rank),
             scheduler_config=FakeSchedulerConfig(max_num_batched_tokens=self.budget))
+
+    def table(self, rid: str, layer: int) -> List[int]:
+        """The block table a layer's KV of this request is in."""
+        if self.window is not None and layer == 1:
+            return self.win_blocks[rid]
+        return self.req_blocks[rid]
+
+    def needs(self, layer: int, pos: int, upto: int) -> bool:
+        """Whether the token after `upto` attends position `pos` in this layer."""
+        return self.window is None or layer == 0 or pos >= upto - self.window
+
+    def groups(self, rid: str, blocks: Optional[List[int]] = None) -> Tuple[List[int], ...]:
+        g0 = list(self.req_blocks.get(rid, []) if blocks is None else blocks)
+        if self.window is None:
+            return (g0,)
+        return (g0, list(self.win_blocks.get(rid, [])))
 
     # ---- Requests ---------------------------------------------------------------------------
 
@@ -506,13 +603,20 @@ class MiniEngine:
     def _finish(self, req: Request, status: RequestStatus) -> None:
         req.status = status
         rid = req.request_id
+        groups = self.groups(rid)
         blocks = self.req_blocks.pop(rid, [])
-        delay, _ = self.scheduler.request_finished(req, list(blocks))
+        win = [b for b in self.win_blocks.pop(rid, []) if b]
+        if self.window is not None:
+            delay, _ = self.scheduler.request_finished_all_groups(req, groups)
+        else:
+            delay, _ = self.scheduler.request_finished(req, list(blocks))
         self.finished_ids.add(rid)
         if delay or rid in self.remote_wait:
             self.held[rid] = blocks  # freed on finished_sending / finished_recving
+            self.win_held[rid] = win
         else:
             self._free(blocks)
+            self._free_win(win)
         self.done.append(rid)
 
     def _free(self, blocks: List[int]) -> None:
@@ -520,16 +624,37 @@ class MiniEngine:
             if b not in self.free_blocks:
                 self.free_blocks.append(b)
 
+    def _free_win(self, blocks: List[int]) -> None:
+        for b in blocks:
+            if b and b not in self.win_free:
+                self.win_free.append(b)
+
     def _alloc(self, rid: str, tokens: int) -> bool:
         have = self.req_blocks.setdefault(rid, [])
         need = -(-tokens // self.block_size) - len(have)
         if need <= 0:
             return True
-        if need > len(self.free_blocks):
+        if need > len(self.free_blocks) or (self.window is not None and need > len(self.win_free)):
             return False
         for _ in range(need):
             have.append(self.free_blocks.pop(0))
+            if self.window is not None:
+                self.win_blocks.setdefault(rid, []).append(self.win_free.pop(0))
         return True
+
+    def _skip_out_of_window(self) -> None:
+        """vLLM's remove_skipped_blocks: a sliding-window group's blocks that no later token
+        reads go back to the pool, the table keeping the null block (0) in their place."""
+        if self.window is None:
+            return
+        for rid in self.running:
+            req = self.requests[rid]
+            table = self.win_blocks.get(rid, [])
+            for i in range(min(len(table), max(0, req.num_computed_tokens - self.window)
+                               // self.block_size)):
+                if table[i]:
+                    self._free_win([table[i]])
+                    table[i] = 0
 
     def _preempt_one(self, keep: str) -> Optional[str]:
         for rid in reversed(self.running):
@@ -538,6 +663,7 @@ class MiniEngine:
             self.running.remove(rid)
             req = self.requests[rid]
             self._free(self.req_blocks.pop(rid, []))
+            self._free_win(self.win_blocks.pop(rid, []))
             req.num_computed_tokens = 0
             req.status = RequestStatus.PREEMPTED
             req.num_preemptions += 1
@@ -572,6 +698,8 @@ class MiniEngine:
                 continue
             before = len(self.req_blocks.get(rid, []))
             while not self._alloc(rid, req.num_computed_tokens + n):
+                if self.scheduler.has_pending_block_frees():
+                    break  # finished requests' blocks come back when their saves are done
                 victim = self._preempt_one(keep=rid)
                 if victim is None:
                     break
@@ -581,10 +709,14 @@ class MiniEngine:
             if not self._alloc(rid, req.num_computed_tokens + n):
                 continue
             new_ids = self.req_blocks[rid][before:]
+            new_win = self.win_blocks.get(rid, [])[before:]
             cached.req_ids.append(rid)
             cached.new_token_ids.append([])
             cached.all_token_ids[rid] = list(req.all_token_ids)
-            cached.new_block_ids.append((new_ids,) if new_ids else None)
+            if self.window is not None:
+                cached.new_block_ids.append((new_ids, new_win) if new_ids else None)
+            else:
+                cached.new_block_ids.append((new_ids,) if new_ids else None)
             cached.num_computed_tokens.append(req.num_computed_tokens)
             cached.num_output_tokens.append(req.num_output_tokens)
             scheduled[rid] = n
@@ -597,9 +729,8 @@ class MiniEngine:
                 break
             req = self.requests[rid]
             self.remote_ready.discard(rid)
-            ids = self.req_blocks[rid]
             req.num_computed_tokens = min(self.loaded_upto.pop(rid), req.num_tokens - 1)
-            self.scheduler.update_state_after_alloc(req, KVCacheBlocks(ids), 0)
+            self.scheduler.update_state_after_alloc(req, KVCacheBlocks(self.groups(rid)), 0)
             n = min(budget, req.num_tokens - req.num_computed_tokens)
             if not self._alloc(rid, req.num_computed_tokens + n):
                 self.remote_ready.add(rid)
@@ -627,9 +758,10 @@ class MiniEngine:
             n = 0 if (is_async and ext) else min(budget, req.num_tokens - computed)
             if not self._alloc(rid, computed + n):
                 self._free(self.req_blocks.pop(rid, []))
+                self._free_win(self.win_blocks.pop(rid, []))
                 break
             self.waiting.remove(rid)
-            self.scheduler.update_state_after_alloc(req, KVCacheBlocks(self.req_blocks[rid]), ext)
+            self.scheduler.update_state_after_alloc(req, KVCacheBlocks(self.groups(rid)), ext)
             self.external[rid] = ext
             if is_async and ext:
                 req.status = RequestStatus.WAITING_FOR_REMOTE_KVS
@@ -657,7 +789,7 @@ class MiniEngine:
         rid = req.request_id
         req.status = RequestStatus.RUNNING
         self.running.append(rid)
-        new_reqs.append(NewRequestData(rid, req.prompt_token_ids, (list(self.req_blocks[rid]),),
+        new_reqs.append(NewRequestData(rid, req.prompt_token_ids, self.groups(rid),
                                        req.num_computed_tokens))
         scheduled[rid] = n
         self.step_start[rid] = req.num_computed_tokens
@@ -698,11 +830,34 @@ class MiniEngine:
         sending = agg("finished_sending")
         recving = agg("finished_recving")
         invalid: Set[int] = set()
+        failed: Set[str] = set()
         for o in outputs:
             invalid |= o.invalid_block_ids
+            failed |= o.failed_recving
         self.invalid_seen |= invalid
+        self.failed_seen |= failed
+        if invalid and self.window is not None:
+            # vLLM raises: block ids are only unique within a group.
+            self.errors.append(f"invalid_block_ids {sorted(invalid)} reported for a hybrid model")
+        # Worker metadata and stats, aggregated across workers as vLLM's output aggregator does.
+        worker_meta = None
+        for o in outputs:
+            if o.kv_connector_worker_meta is not None:
+                worker_meta = (o.kv_connector_worker_meta if worker_meta is None
+                               else worker_meta.aggregate(o.kv_connector_worker_meta))
+        if worker_meta is not None:
+            self.worker_meta_seen += 1
+        stats = None
+        for o in outputs + [KVConnectorOutput(kv_connector_stats=self.scheduler.get_kv_connector_stats())]:
+            if o.kv_connector_stats is not None:
+                stats = o.kv_connector_stats if stats is None else stats.aggregate(o.kv_connector_stats)
+        if stats is not None and not stats.is_empty():
+            # The logger process rebuilds stats from their dict (build_kv_connector_stats).
+            rebuilt = type(self.scheduler).build_kv_connector_stats(dict(stats.to_dict()))
+            self.kv_stats = rebuilt if self.kv_stats is None else self.kv_stats.aggregate(rebuilt)
         merged = KVConnectorOutput(finished_sending=sending or None,
-                                   finished_recving=recving or None, invalid_block_ids=invalid)
+                                   finished_recving=recving or None, invalid_block_ids=invalid,
+                                   failed_recving=failed, kv_connector_worker_meta=worker_meta)
 
         # Sync loads that failed: recompute from the first bad block, discard this step's tokens.
         recompute: Set[str] = set()
@@ -731,9 +886,11 @@ class MiniEngine:
                                 self.local_cache[h] = self.req_blocks[rid][i]
                     self._finish(req, RequestStatus.FINISHED)
 
+        self._skip_out_of_window()
         self.scheduler.update_connector_output(merged)
         for rid in sending:
             self._free(self.held.pop(rid, []))
+            self._free_win(self.win_held.pop(rid, []))
         for rid in recving:
             if rid not in self.remote_wait:
                 self.errors.append(f"{rid}: finished_recving for a request that was not loading")
@@ -742,16 +899,19 @@ class MiniEngine:
             req = self.requests[rid]
             if req.status == RequestStatus.FINISHED_ABORTED:
                 self._free(self.held.pop(rid, []))
+                self._free_win(self.win_held.pop(rid, []))
                 self.async_target.pop(rid, None)
                 continue
             blocks = self.req_blocks[rid]
             computed = self.async_target.pop(rid)
+            if rid in self.failed_seen:
+                computed = 0  # kv_load_failure_policy "recompute": from the start
             bad = [i for i, b in enumerate(blocks) if b in self.invalid_seen and i * self.block_size < computed]
             if bad:
                 computed = bad[0] * self.block_size
             self.loaded_upto[rid] = computed
             self.remote_ready.add(rid)
-        list(self.scheduler.take_events())
+        self.events.extend(self.scheduler.take_events())
 
     # ---- Checks ----------------------------------------------------------------------------
 
@@ -770,7 +930,8 @@ class MiniEngine:
         """
         busy = 0
         idle_deadline = time.monotonic() + idle_seconds
-        while self.waiting or self.running or self.remote_wait or self.remote_ready or self.held:
+        while (self.waiting or self.running or self.remote_wait or self.remote_ready or self.held
+               or self.scheduler.has_pending_push_work()):
             if busy >= max_steps or time.monotonic() > idle_deadline:
                 w = self.workers[0].connector
                 raise RuntimeError(

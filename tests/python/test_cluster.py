@@ -31,7 +31,8 @@ def engine_on(nodes, i, device="ucx", **kw):
 
 def on_peers(node, engine, rid, secret=""):
     """(prefix, on_peers) of request rid's blocks as node's daemon sees them, every shard."""
-    keys = ol_keys.request_keys(engine.requests[rid], engine.scheduler._hash_group)
+    keys = ol_keys.request_keys(engine.requests[rid],
+                                ol_keys.hash_group(engine.worker_config(0).cache_config))
     c = ol.Client(node.address, secret=secret, map_slab=False)
     try:
         out = []

@@ -44,6 +44,16 @@ def run_ok(engine, max_steps=300):
     assert not engine.errors, "\n".join(engine.errors)
 
 
+def miss_then_hit(engine, p, tail, first="a", second="b"):
+    """Runs request `first` on prompt p (a miss that stores it), then `second` on p + tail;
+    returns the connector's answer for `second`."""
+    engine.add(first, p)
+    run_ok(engine)
+    engine.add(second, p + tail)
+    run_ok(engine)
+    return answer(engine, second)
+
+
 def pool(daemon):
     return ol.Client(daemon.address)
 
@@ -87,24 +97,18 @@ def test_sync_and_async_saves(daemon, async_save):
 def test_async_load(daemon):
     e = MiniEngine(extra(daemon, async_load=True))
     p = prompt(26, 3)
-    e.add("a", p)
-    run_ok(e)
-    e.add("b", p + [5])
-    run_ok(e)
-    assert answer(e, "b") == (24, True)
+    assert miss_then_hit(e, p, [5]) == (24, True)
     assert e.requests["b"].num_output_tokens == 2
     e.shutdown()
 
 
-def test_async_load_started_after_the_forward(daemon):
-    # Newest vLLM launches the forward before start_load_kv when no load is synchronous.
-    e = MiniEngine(extra(daemon, async_load=True), load_after_forward=True)
+@pytest.mark.parametrize("runner", [{"load_after_forward": True}, {"transfer_results": False}])
+def test_async_load_with_either_runner(daemon, runner):
+    # Newest vLLM launches the forward before start_load_kv when no load is synchronous, and
+    # asks get_transfer_results; older runners load first and ask get_finished.
+    e = MiniEngine(extra(daemon, async_load=True), **runner)
     p = prompt(18, 4)
-    e.add("a", p)
-    run_ok(e)
-    e.add("b", p + [9])
-    run_ok(e)
-    assert answer(e, "b") == (16, True)
+    assert miss_then_hit(e, p, [9]) == (16, True)
     e.shutdown()
 
 
@@ -313,11 +317,7 @@ def test_tensor_parallel_two_ranks(daemon):
 def test_mla(daemon):
     e = MiniEngine(extra(daemon), use_mla=True)
     p = prompt(22, 17)
-    e.add("a", p)
-    run_ok(e)
-    e.add("b", p + [3])
-    run_ok(e)
-    assert answer(e, "b") == (20, False)
+    assert miss_then_hit(e, p, [3]) == (20, False)
     e.shutdown()
 
 
@@ -407,11 +407,7 @@ def test_torch_copy_engine(daemon, layout, path):
     assert mover.name == "torch"
     mover.profile = {}  # the stage timing bench/gpu_kv_bench.py --profile reads
     p = prompt(22, 20)
-    e.add("a", p)
-    run_ok(e)
-    e.add("b", p + [7])
-    run_ok(e)
-    assert answer(e, "b") == (20, False)
+    assert miss_then_hit(e, p, [7]) == (20, False)
     assert {"save: reserve", "save: cross + crc", "load: lookup", "load: scatter"} <= set(mover.profile)
     e.shutdown()
 
@@ -419,11 +415,7 @@ def test_torch_copy_engine(daemon, layout, path):
 def test_producer_only_never_loads_consumer_only_never_saves(daemon):
     p = prompt(18, 21)
     prod = MiniEngine(extra(daemon), kv_role="kv_producer")
-    prod.add("a", p)
-    run_ok(prod)
-    prod.add("b", p + [1])
-    run_ok(prod)
-    assert answer(prod, "b") == (0, False)
+    assert miss_then_hit(prod, p, [1]) == (0, False)
     cons = MiniEngine(extra(daemon), kv_role="kv_consumer")
     cons.add("c", p + [2])
     run_ok(cons)

@@ -9,8 +9,17 @@ non-blocking existence query, how many leading tokens of a prompt the pool can s
 full blocks to store; it sends those plans to the workers in picklable metadata. Each worker
 instance moves whole blocks between its GPU KV cache and the pool, in batches per step, outside
 the attention layers (so CUDA graphs stay legal). Every loaded block is verified against its
-stored checksum; a missing or corrupt block is reported through get_block_ids_with_load_errors
-and never served.
+stored checksum; a missing or corrupt block is reported (by block id, or by request for a
+hybrid model) and never served.
+
+A best-effort cache on vLLM's newest interface (docs/vllm.md lists each method and why): saves
+never hold up a preempted request (requires_kv_delivery is False); async saves keep the engine
+stepping (has_pending_push_work) and hold only finished requests' blocks, which the scheduler
+may wait for instead of preempting (has_pending_block_frees); failed async loads are reported
+by request (get_transfer_results); hybrid models (SupportsHMA) store each KV-cache group in a
+namespace of its own (connector_groups.py); blocks the pool holds are announced as KV events and
+the transfers counted in vLLM's stats and Prometheus metrics (connector_events.py,
+connector_stats.py).
 
 Importing this module imports no vLLM package besides the connector base (a leaf module), and
 starts nothing: no thread, socket or CUDA call happens before __init__.
@@ -19,260 +28,42 @@ starts nothing: no thread, socket or CUDA call happens before __init__.
 from __future__ import annotations
 
 import dataclasses
-import enum
+import hashlib
 import inspect
+import itertools
 import logging
-import re
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import openlake_client
 from openlake_client import keys as ol_keys
+from openlake_client.connector_base import (  # noqa: F401  (re-exported)
+    BASE_HAS_WORKER_META,
+    HAVE_VLLM,
+    KVConnectorBase_V1,
+    KVConnectorMetadata,
+    KVConnectorRole,
+    KVConnectorTransferResults,
+    KVConnectorWorkerMetadata,
+    SupportsHMA,
+)
+from openlake_client.connector_events import EventLog
+from openlake_client.connector_groups import FULL, UNSUPPORTED, WINDOW, Group, groups_of, hit_tokens
+from openlake_client.connector_settings import Settings, cluster_mismatches  # noqa: F401
 from openlake_client.layout import BlockLayout, plan_layout
-
-try:  # the leaf module only: its package __init__s would pull in most of vLLM
-    from vllm.distributed.kv_transfer.kv_connector.v1.base import (  # type: ignore
-        KVConnectorBase_V1,
-        KVConnectorMetadata,
-        KVConnectorRole,
-    )
-
-    HAVE_VLLM = True
-except ImportError:  # vLLM absent: a clean-room base with the same names and parameters
-    HAVE_VLLM = False
-
-    class KVConnectorRole(enum.Enum):  # type: ignore[no-redef]
-        SCHEDULER = 0
-        WORKER = 1
-
-    class KVConnectorMetadata:  # type: ignore[no-redef]
-        """Base of the per-step metadata the scheduler sends to the workers."""
-
-    class KVConnectorBase_V1:  # type: ignore[no-redef]
-        """Stand-in for vllm's KVConnectorBase_V1 when vLLM is not installed."""
-
-        def __init__(self, vllm_config: Any, role: Any, kv_cache_config: Any = None):
-            if getattr(vllm_config, "kv_transfer_config", None) is None:
-                raise ValueError("kv_transfer_config must be set to use a KV connector")
-            self._vllm_config = vllm_config
-            self._kv_transfer_config = vllm_config.kv_transfer_config
-            self._kv_cache_config = kv_cache_config
-            self._role = role
-            self._connector_metadata: Optional[KVConnectorMetadata] = None
-
-        @property
-        def role(self) -> Any:
-            return self._role
-
-        def bind_connector_metadata(self, connector_metadata: KVConnectorMetadata) -> None:
-            self._connector_metadata = connector_metadata
-
-        def clear_connector_metadata(self) -> None:
-            self._connector_metadata = None
-
-        def _get_connector_metadata(self) -> KVConnectorMetadata:
-            assert self._connector_metadata is not None
-            return self._connector_metadata
-
-        def has_connector_metadata(self) -> bool:
-            return self._connector_metadata is not None
-
-        def register_kv_caches(self, kv_caches: Dict[str, Any]) -> None:
-            return
-
-        def handle_preemptions(self, kv_connector_metadata: Any) -> None:
-            return
-
-        def get_finished(self, finished_req_ids: Set[str]) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
-            return None, None
-
-        def get_block_ids_with_load_errors(self) -> Set[int]:
-            return set()
-
-        def get_kv_connector_stats(self) -> Any:
-            return None
-
-        def get_kv_connector_kv_cache_events(self) -> Any:
-            return None
-
-        def build_connector_worker_meta(self) -> Any:
-            return None
-
-        def shutdown(self) -> None:
-            return
-
-        def request_finished(self, request: Any, block_ids: List[int]) -> Tuple[bool, Optional[Dict[str, Any]]]:
-            return False, None
-
-        def update_connector_output(self, connector_output: Any) -> None:
-            return
-
-        def take_events(self) -> Iterable[Any]:
-            return ()
-
-        def reset_cache(self) -> Optional[bool]:
-            return None
-
-        @classmethod
-        def get_required_kvcache_layout(cls, vllm_config: Any) -> Optional[str]:
-            return None
-
-        @classmethod
-        def requires_piecewise_for_cudagraph(cls, extra_config: Dict[str, Any]) -> bool:
-            return False
-
-        # The abstract methods (vLLM's ABC refuses to instantiate a class that lacks them).
-        def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> Tuple[Optional[int], bool]:
-            raise NotImplementedError
-
-        def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
-            raise NotImplementedError
-
-        def build_connector_meta(self, scheduler_output: Any) -> KVConnectorMetadata:
-            raise NotImplementedError
-
-        def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
-            raise NotImplementedError
-
-        def wait_for_layer_load(self, layer_name: str) -> None:
-            raise NotImplementedError
-
-        def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any, **kwargs: Any) -> None:
-            raise NotImplementedError
-
-        def wait_for_save(self) -> None:
-            raise NotImplementedError
-
-
-if TYPE_CHECKING:  # pragma: no cover
-    from vllm.config import VllmConfig  # noqa: F401
+from openlake_client.movers import MemcpyMover, _make_mover  # noqa: F401
 
 logger = logging.getLogger("openlake_client.connector")
 
 
 def _role_name(role: Any) -> str:
-    """Roles are compared by name: the enum may come from vLLM or from the stand-in above."""
+    """Roles are compared by name: the enum may come from vLLM or from the stand-in."""
     name = getattr(role, "name", None)
     if name is None:
         name = {0: "SCHEDULER", 1: "WORKER"}.get(getattr(role, "value", role), str(role))
     return str(name).upper()
-
-
-# ---- Settings -------------------------------------------------------------------------------
-
-# An RDMA device as UCX and rdma-core name it: "mlx5_0", "mlx5_ib0", "rxe0", with an optional port.
-_RDMA_DEVICE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,62}(:[0-9]{1,3})?")
-
-@dataclasses.dataclass
-class Settings:
-    """kv_connector_extra_config keys (each documented in docs/vllm.md)."""
-
-    nodes: List[str]
-    device: str = "local"         # "local": this host's daemon only; "ucx" or an RDMA device:
-                                  # its cluster too (docs/vllm.md, "Several nodes")
-    namespace: Optional[str] = None
-    secret: str = ""
-    timeout_s: float = 5.0
-    async_save: bool = True
-    async_load: bool = False
-    lookup: str = "sync"          # "sync" or "async"
-    save_decode: bool = True
-    min_load_blocks: int = 1
-    copy_engine: str = "auto"     # "auto", "memcpy" (host memory) or "torch"
-    crc_threads: int = 4
-    copy_path: str = "auto"       # torch engine: "auto", "dma" (runs of slots) or "kernel"
-    pin_slab: str = "lazy"        # GPU: register slab segments with CUDA on first use, or "eager"
-
-    @property
-    def cluster(self) -> bool:
-        """Whether lookups may be served from the other nodes of the local daemon's cluster."""
-        return self.device != "local"
-
-    @staticmethod
-    def from_extra(extra: Dict[str, Any]) -> "Settings":
-        nodes = extra.get("openlake_nodes", ["127.0.0.1:9400"])
-        if isinstance(nodes, str):
-            nodes = [nodes]
-        if not nodes:
-            raise ValueError("OpenLakeConnector: openlake_nodes is empty")
-        s = Settings(nodes=[str(n) for n in nodes])
-        s.device = str(extra.get("openlake_device", "local"))
-        s.namespace = extra.get("openlake_namespace")
-        s.secret = str(extra.get("openlake_secret", ""))
-        s.timeout_s = float(extra.get("openlake_timeout_s", 5.0))
-        s.async_save = bool(extra.get("openlake_async_save", True))
-        s.async_load = bool(extra.get("openlake_async_load", False))
-        s.lookup = str(extra.get("openlake_lookup", "sync"))
-        s.save_decode = bool(extra.get("openlake_save_decode", True))
-        s.min_load_blocks = max(1, int(extra.get("openlake_min_load_blocks", 1)))
-        s.copy_engine = str(extra.get("openlake_copy_engine", "auto"))
-        s.crc_threads = max(1, int(extra.get("openlake_crc_threads", 4)))
-        s.copy_path = str(extra.get("openlake_copy_path", "auto"))
-        s.pin_slab = str(extra.get("openlake_pin_slab", "lazy"))
-        if s.device not in ("local", "ucx") and not _RDMA_DEVICE.fullmatch(s.device):
-            raise ValueError(f"OpenLakeConnector: openlake_device must be 'local', 'ucx' or an "
-                             f"RDMA device name such as 'mlx5_0', not {s.device!r}")
-        if s.lookup not in ("sync", "async"):
-            raise ValueError("OpenLakeConnector: openlake_lookup must be 'sync' or 'async'")
-        if s.copy_engine not in ("auto", "memcpy", "torch"):
-            raise ValueError("OpenLakeConnector: openlake_copy_engine must be auto, memcpy or torch")
-        if s.copy_path not in ("auto", "dma", "kernel"):
-            raise ValueError("OpenLakeConnector: openlake_copy_path must be auto, dma or kernel")
-        if s.pin_slab not in ("lazy", "eager"):
-            raise ValueError("OpenLakeConnector: openlake_pin_slab must be lazy or eager")
-        return s
-
-
-def cluster_mismatches(settings: Settings) -> List[str]:
-    """Where openlake_nodes and openlake_device disagree with the cluster that this host's
-    daemon (openlake_nodes[0]) has configured: one line per difference, none when they agree.
-
-    The daemons' [[nodes]] decide who serves whom; the connector never remaps keys itself, so a
-    list that differs only earns a warning."""
-    nodes = settings.nodes
-    if settings.device == "local":
-        if len(nodes) > 1:
-            return [f"openlake_device 'local' uses only this host's daemon ({nodes[0]}); the "
-                    f"other {len(nodes) - 1} entries of openlake_nodes are not asked (use 'ucx' "
-                    "or an RDMA device name for the cluster pool)"]
-        return []
-    try:
-        st = openlake_client.node_status(nodes[0], settings.secret, settings.timeout_s)
-    except openlake_client.OpenLakeError as e:
-        return [f"cannot ask the daemon at {nodes[0]} for its cluster ({e}); lookups will "
-                "still go to it"]
-    out = []
-    peers = {p["rpc_addr"] for p in st["peers"]}
-    if not peers:
-        out.append(f"the daemon at {nodes[0]} is not in a cluster (its [[nodes]] lists only "
-                   f"itself): openlake_device {settings.device!r} reaches no other node")
-    else:
-        listed = set(nodes[1:])
-        missing = sorted(peers - listed)
-        extra = sorted(listed - peers)
-        if missing or extra:
-            out.append(f"openlake_nodes {nodes} differs from the [[nodes]] of the daemon at "
-                       f"{nodes[0]} (peers {sorted(peers)}): the daemons' list decides"
-                       + (f"; not listed here: {missing}" if missing else "")
-                       + (f"; unknown to the daemon: {extra}" if extra else ""))
-        down = sorted(p["rpc_addr"] for p in st["peers"] if p["state"] != "up")
-        if down:
-            out.append(f"the daemon at {nodes[0]} sees these peers down: {down}")
-        if not st["kv_ucx"]:
-            out.append(f"the daemon at {nodes[0]} was built without UCX: it cannot pull blocks "
-                       "from its peers")
-    if settings.device != "ucx" and st["kv_ucx"]:
-        devices = [d.split(":")[0] for d in st["kv_ucx_devices"].split(",") if d]
-        want = settings.device.split(":")[0]
-        if not devices:
-            out.append(f"openlake_device {settings.device!r}: the daemon at {nodes[0]} lets UCX "
-                       "choose its devices; set [rdma] backend = \"ucx\" and dev_name = "
-                       f"\"{settings.device}\" in its config to use this one")
-        elif want not in devices:
-            out.append(f"openlake_device {settings.device!r}: the daemon at {nodes[0]} reaches "
-                       f"its peers through {st['kv_ucx_devices']!r}")
-    return out
 
 
 # ---- Metadata (scheduler → workers; plain data only, pickled across processes) --------------
@@ -284,6 +75,7 @@ class LoadSpec:
     block_ids: List[int]
     is_async: bool
     head: Optional[bytes] = None  # the chain's first key, when keys[0] is not it
+    group: int = 0                # KV-cache group (hybrid models)
 
 
 @dataclasses.dataclass
@@ -293,6 +85,8 @@ class SaveSpec:
     block_ids: List[int]
     first_depth: int
     is_async: bool
+    group: int = 0
+    job: int = 0                  # reported back to the scheduler when done (worker metadata)
 
 
 class OpenLakeConnectorMetadata(KVConnectorMetadata):
@@ -306,27 +100,64 @@ class OpenLakeConnectorMetadata(KVConnectorMetadata):
                 f"preempted={sorted(self.preempted)})")
 
 
-# ---- Scheduler-side per-request state -------------------------------------------------------
+class OpenLakeWorkerMeta(KVConnectorWorkerMetadata):
+    """What workers tell the scheduler each step: save jobs done (job → [blocks stored, workers
+    that reported]) and the namespaces they store in ((group, tp, pp) → name)."""
+
+    def __init__(self) -> None:
+        self.saves: Dict[int, List[int]] = {}
+        self.namespaces: Dict[Tuple[int, int, int], str] = {}
+
+    def aggregate(self, other: Any) -> "OpenLakeWorkerMeta":
+        for job, (stored, reports) in getattr(other, "saves", {}).items():
+            mine = self.saves.get(job)
+            self.saves[job] = ([min(mine[0], stored), mine[1] + reports] if mine
+                               else [stored, reports])
+        self.namespaces.update(getattr(other, "namespaces", {}))
+        return self
+
+    def __repr__(self) -> str:
+        return f"OpenLakeWorkerMeta(saves={self.saves}, namespaces={self.namespaces})"
+
+
+# ---- Scheduler-side state ---------------------------------------------------------------------
 
 @dataclasses.dataclass
 class _ReqState:
     request: Any
-    block_ids: List[int] = dataclasses.field(default_factory=list)
-    stored: int = 0                       # leading blocks already in the pool or planned to be
+    block_ids: List[List[int]]            # per group
+    stored: List[int]                     # per group: leading blocks stored or planned
     # (local tokens, external tokens, load asynchronously) last answered
     lookup: Optional[Tuple[int, int, bool]] = None
 
 
-def _block_ids_of(blocks: Any) -> List[int]:
+@dataclasses.dataclass
+class _SaveJob:
+    req_id: str
+    group: int
+    first_depth: int
+    keys: List[bytes]
+    hashes: List[Any]
+    parent: Any
+    token_ids: List[int]
+    lora_name: Optional[str]
+
+
+def _group_ids(blocks: Any, n_groups: int) -> List[List[int]]:
+    """Block ids per group from KVCacheBlocks, a tuple of lists, or a flat list (one group)."""
     if blocks is None:
-        return []
+        return [[] for _ in range(n_groups)]
     ids = blocks.get_block_ids() if hasattr(blocks, "get_block_ids") else blocks
+    if ids is None:
+        return [[] for _ in range(n_groups)]
     if ids and isinstance(ids[0], (list, tuple)):
-        ids = ids[0]  # one list per KV-cache group; group 0 without HMA
-    return [int(b) for b in ids]
+        out = [[int(b) for b in g] for g in ids]
+    else:
+        out = [[int(b) for b in ids]]
+    return (out + [[] for _ in range(n_groups)])[:n_groups]
 
 
-class OpenLakeConnector(KVConnectorBase_V1):
+class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):  # type: ignore[misc, valid-type]
     """vLLM KV connector storing prompt-prefix KV blocks in an OpenLake pool."""
 
     def __init__(self, vllm_config: Any, role: Any, kv_cache_config: Any = None):
@@ -344,7 +175,8 @@ class OpenLakeConnector(KVConnectorBase_V1):
         cc = vllm_config.cache_config
         ol_keys.require_stable_hashes(cc, extra)
         self._block_size = int(cc.block_size)
-        self._hash_group = ol_keys.hash_group(cc)
+        self._hash_block = int(self._block_size // ol_keys.hash_group(cc))
+        self._groups = groups_of(kv_cache_config, self._block_size)
         kv_role = str(getattr(ktc, "kv_role", "kv_both") or "kv_both")
         self._can_save = kv_role in ("kv_both", "kv_producer")
         self._can_load = kv_role in ("kv_both", "kv_consumer")
@@ -353,12 +185,28 @@ class OpenLakeConnector(KVConnectorBase_V1):
         self._cluster_checked = False
         self._closed = False
         self._lock = threading.Lock()
+        r = ol_keys.parallel_ranks(vllm_config)
+        self._world = r["tp_size"] * r["pp_size"]
+        from openlake_client.connector_stats import OpenLakeConnectorStats
+        self._stats = OpenLakeConnectorStats()
+        unsupported = [g for g in self._groups if g.kind == UNSUPPORTED]
+        if unsupported and self._role_name == "SCHEDULER":
+            logger.warning("OpenLake: KV-cache group(s) %s (%s) cannot be stored; this model's "
+                           "prefixes are never loaded from the pool (always correct, never "
+                           "faster)", [g.index for g in unsupported],
+                           ", ".join(sorted({g.spec_name for g in unsupported})))
         if self._role_name == "SCHEDULER":
             self._init_scheduler()
         else:
             self._init_worker()
 
     # ---- Shared -----------------------------------------------------------------------------
+
+    @property
+    def requires_kv_delivery(self) -> bool:
+        """A cache, not a hand-off: a preempted request whose save is pending is resumed (its
+        dropped save is a later miss), never recomputed for the connector's sake."""
+        return False
 
     def _connect(self) -> openlake_client.Client:
         if self._client is None:
@@ -380,12 +228,41 @@ class OpenLakeConnector(KVConnectorBase_V1):
         executor = getattr(self, "_executor", None)
         if executor is not None:
             executor.shutdown(wait=True)
-        mover = getattr(self, "_mover", None)
-        if mover is not None:
+        for mover in getattr(self, "_movers", {}).values():
             mover.close()
         if self._client is not None:
             self._client.close()
             self._client = None
+
+    def get_kv_connector_stats(self) -> Any:
+        """The transfers (workers) or lookups (scheduler) since the last call; None when none."""
+        with self._lock:
+            if self._stats.is_empty():
+                return None
+            return self._stats.clone_and_reset()
+
+    @classmethod
+    def build_kv_connector_stats(cls, data: Optional[Dict[str, Any]] = None) -> Any:
+        from openlake_client.connector_stats import OpenLakeConnectorStats
+        return OpenLakeConnectorStats(data)
+
+    @classmethod
+    def build_prom_metrics(cls, vllm_config: Any, metric_types: Dict[type, type],
+                           labelnames: List[str], per_engine_labelvalues: Dict[int, List[object]]
+                           ) -> Any:
+        from openlake_client.connector_stats import OpenLakePromMetrics
+        return OpenLakePromMetrics(vllm_config, metric_types, labelnames, per_engine_labelvalues)
+
+    def _count(self, **delta: float) -> None:
+        with self._lock:
+            self._stats.add(**delta)
+
+    def _group_ns_name(self, group: int, tp_rank: int, pp_rank: int) -> str:
+        base = ol_keys.namespace_name(self._config, self._extra, tp_rank, pp_rank)
+        if len(self._groups) == 1:
+            return base
+        g = self._groups[group]
+        return f"{base}/g{group}of{len(self._groups)}-{g.kind}-bs{g.block_size}"
 
     # ==== Scheduler side ========================================================================
 
@@ -393,58 +270,113 @@ class OpenLakeConnector(KVConnectorBase_V1):
         self._reqs: Dict[str, _ReqState] = {}
         self._pending_loads: List[LoadSpec] = []
         self._async_saving: Set[str] = set()  # requests with async saves not yet done_sending
+        self._held: Set[str] = set()          # finished, blocks held until done_sending
         self._loading: Set[str] = set()       # requests with async loads not yet done_recving
-        self._ns_names = ol_keys.all_namespace_names(self._config, self._extra)
+        r = ol_keys.parallel_ranks(self._config)
+        ranks = [(t, p) for p in range(r["pp_size"]) for t in range(r["tp_size"])]
+        # Per group, the namespace of each (TP, PP) shard; workers report changes.
+        self._ns_names: Dict[int, Dict[Tuple[int, int], str]] = {
+            g.index: {rk: self._group_ns_name(g.index, *rk) for rk in ranks}
+            for g in self._groups}
         self._ns_refs: Dict[str, Any] = {}
         self._lookups: Dict[str, Tuple[Tuple[bytes, ...], Future]] = {}
         self._lookup_pool = (ThreadPoolExecutor(max_workers=1, thread_name_prefix="openlake-lookup")
                              if self._settings.lookup == "async" else None)
         self._executor = self._lookup_pool
+        self._jobs: Dict[int, _SaveJob] = {}
+        self._job_reports: Dict[int, List[int]] = {}
+        self._job_ids = itertools.count(1)
+        self._meta_seen = False
+        self._events = EventLog(self._settings.event_medium)
 
     def _state(self, request: Any) -> _ReqState:
         rid = request.request_id
         st = self._reqs.get(rid)
+        n = len(self._groups)
         if st is None:
-            st = self._reqs[rid] = _ReqState(request=request)
+            st = self._reqs[rid] = _ReqState(request=request, block_ids=[[] for _ in range(n)],
+                                             stored=[0] * n)
         else:
             st.request = request
         return st
 
-    def _keys(self, request: Any) -> List[bytes]:
-        return ol_keys.request_keys(request, self._hash_group)
+    def _hashes(self, request: Any, group: Group) -> List[Any]:
+        """vLLM's hash of each full block of `group` (the last hash of the hash blocks it
+        spans)."""
+        hashes = list(getattr(request, "block_hashes", None) or [])
+        publishable = getattr(request, "num_publishable_block_hashes", None)
+        if isinstance(publishable, int):
+            hashes = hashes[:publishable]
+        ratio = max(1, group.block_size // self._hash_block)
+        return [hashes[(i + 1) * ratio - 1] for i in range(len(hashes) // ratio)]
 
-    def _present_prefix(self, keys: List[bytes]) -> Tuple[int, int]:
-        """Leading keys present in every shard's namespace, and how many of them are on this
-        host's daemon (the rest are on other nodes of its cluster): (0, 0) when the pool is
-        unreachable."""
-        if not keys:
-            return 0, 0
+    def _keys(self, request: Any, group: int = 0) -> List[bytes]:
+        g = self._groups[group]
+        if g.block_size % self._hash_block != 0:
+            return []
+        return [ol_keys.block_key(h) for h in self._hashes(request, g)]
+
+    def _namespace(self, client: Any, name: str) -> Any:
+        ns = self._ns_refs.get(name)
+        if ns is None:
+            ns = client.find_namespace(name)
+            self._ns_refs[name] = ns
+        return ns
+
+    def _present_prefix(self, keys_by_group: List[List[bytes]], cap: int) -> Tuple[int, int, int]:
+        """(tokens every shard of every group can supply, at most `cap`; of those, the tokens
+        on this host's daemon rather than its cluster's other nodes; leading blocks of group 0
+        in the pool, uncapped): (0, 0, 0) when the pool is unreachable."""
+        if not keys_by_group or not keys_by_group[0]:
+            return 0, 0, 0
         try:
             client = self._connect()
-            prefix = here = len(keys)
-            for name in self._ns_names:
-                ns = self._ns_refs.get(name)
-                if ns is None:
-                    ns = client.find_namespace(name)
-                    self._ns_refs[name] = ns
-                try:
-                    p, _, on_peers = client.exists(ns, keys[:prefix], detail=True)
-                except openlake_client.PreconditionError:
-                    # The namespace was re-created (another fingerprint): look it up again.
-                    self._ns_refs.pop(name, None)
-                    raise
-                prefix = min(prefix, int(p))
-                here = min(here, int(p) - int(on_peers))
-                if prefix == 0:
-                    break
-            return prefix, min(here, prefix)
+            if len(self._groups) == 1 and self._groups[0].kind == FULL:
+                return self._full_prefix(client, keys_by_group[0], cap)
+            return self._hybrid_prefix(client, keys_by_group, cap)
         except openlake_client.NotFoundError:
-            return 0, 0  # a shard never stored anything yet
+            return 0, 0, 0  # a shard never stored anything yet
         except openlake_client.OpenLakeError as e:
             logger.warning("OpenLake lookup failed, treating as a miss: %s", e)
-            if isinstance(e, (openlake_client.UnavailableError, openlake_client.DeadlineExceededError)):
+            if isinstance(e, (openlake_client.UnavailableError,
+                              openlake_client.DeadlineExceededError,
+                              openlake_client.PreconditionError)):
                 self._drop_client()
-            return 0, 0
+            return 0, 0, 0
+
+    def _full_prefix(self, client: Any, keys: List[bytes], cap: int) -> Tuple[int, int, int]:
+        bs = self._groups[0].block_size
+        prefix = here = len(keys)
+        for name in self._ns_names[0].values():
+            ns = self._namespace(client, name)
+            p, present, on_peers = client.exists(ns, keys[:prefix], detail=True)
+            self._events.missing(0, [k for k, v in zip(keys[:prefix], present) if not v])
+            prefix = min(prefix, int(p))
+            here = min(here, int(p) - int(on_peers))
+            if prefix == 0:
+                break
+        hit = min(prefix, cap // bs)
+        return hit * bs, min(here, hit) * bs, prefix
+
+    def _hybrid_prefix(self, client: Any, keys_by_group: List[List[bytes]],
+                       cap: int) -> Tuple[int, int, int]:
+        present: List[List[bool]] = []
+        remote = False
+        for g in self._groups:
+            keys = keys_by_group[g.index]
+            have = [True] * len(keys)
+            for name in self._ns_names[g.index].values():
+                if not keys:
+                    break
+                ns = self._namespace(client, name)
+                _, got, on_peers = client.exists(ns, keys, detail=True)
+                remote = remote or int(on_peers) > 0
+                self._events.missing(g.index, [k for k, v in zip(keys, got) if not v])
+                have = [a and bool(b) for a, b in zip(have, got)]
+            present.append(have)
+        hit = hit_tokens(self._groups, present, cap)
+        lead = next((i for i, v in enumerate(present[0]) if not v), len(present[0]))
+        return hit, 0 if remote else hit, lead
 
     def _drop_client(self) -> None:
         if self._client is not None:
@@ -453,49 +385,49 @@ class OpenLakeConnector(KVConnectorBase_V1):
         self._ns_refs.clear()
 
     def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> Tuple[Optional[int], bool]:
-        if not self._can_load:
+        if not self._can_load or any(g.kind == UNSUPPORTED for g in self._groups):
             return 0, False
         st = self._state(request)
-        keys = self._keys(request)
+        keys = [self._keys(request, g.index) for g in self._groups]
         bs = self._block_size
-        local_blocks = num_computed_tokens // bs
-        if len(keys) <= local_blocks:
+        if len(keys[0]) * self._groups[0].block_size <= num_computed_tokens:
             st.lookup = None
             return 0, False
-        found = self._lookup(request.request_id, keys)
+        # Never the whole prompt: at least one token must be computed (vLLM asserts it).
+        cap = int(request.num_tokens) - 1
+        found = self._lookup(request.request_id, keys, cap, num_computed_tokens)
         if found is None:
             return None, False  # asked again next step
-        present, here = found
-        st.stored = max(st.stored, present)
-        # Never the whole prompt: at least one token must be computed (vLLM asserts it). Loads
-        # are whole blocks, so the last block whose tokens are all before that one.
-        max_blocks = max(0, (int(request.num_tokens) - 1) // bs)
-        hit_blocks = min(present, max_blocks)
-        if hit_blocks - local_blocks < self._settings.min_load_blocks:
+        hit, here, present = found
+        if self._groups[0].kind == FULL:
+            st.stored[0] = max(st.stored[0], present)  # never stored again
+        if (hit - num_computed_tokens) // bs < self._settings.min_load_blocks:
             st.lookup = None
             return 0, False
-        n = hit_blocks * bs - num_computed_tokens
-        # Blocks on other nodes are pulled into this host's daemon first: such a load is always
-        # asynchronous, so a slow or dying peer never holds up the engine's step.
-        is_async = self._settings.async_load or hit_blocks > here
+        n = hit - num_computed_tokens
+        # Blocks on other nodes are pulled into this host's daemon first, and a hybrid model's
+        # failed loads can only be reported by request: such loads are asynchronous.
+        is_async = self._settings.async_load or hit > here or len(self._groups) > 1
         st.lookup = (num_computed_tokens, n, is_async)
         return n, is_async
 
-    def _lookup(self, req_id: str, keys: List[bytes]) -> Optional[Tuple[int, int]]:
+    def _lookup(self, req_id: str, keys: List[List[bytes]], cap: int,
+                local: int) -> Optional[Tuple[int, int, int]]:
         """The pool's answer for a request's keys, asked once and kept until the request is
         scheduled or finished: vLLM may ask again for the same request (within a step, or while
         it waits for blocks), and must get the same answer though the pool (or a flaky link to
         a peer) may answer differently meanwhile. Async: asked in the background; None until
         the answer is in."""
-        key = tuple(keys)
+        key = (cap,) + tuple(k for g in keys for k in g)
         pending = self._lookups.get(req_id)
         if pending is None or pending[0] != key:
+            self._count(lookups=1, lookup_tokens=max(0, cap + 1 - local))
             if self._lookup_pool is None:
                 fut: Future = Future()
-                fut.set_result(self._present_prefix(keys))
+                fut.set_result(self._present_prefix(keys, cap))
                 self._lookups[req_id] = (key, fut)
                 return fut.result()
-            self._lookups[req_id] = (key, self._lookup_pool.submit(self._present_prefix, keys))
+            self._lookups[req_id] = (key, self._lookup_pool.submit(self._present_prefix, keys, cap))
             return None
         if not pending[1].done():
             return None
@@ -503,28 +435,37 @@ class OpenLakeConnector(KVConnectorBase_V1):
 
     def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
         st = self._state(request)
-        ids = _block_ids_of(blocks)
-        if ids:
-            st.block_ids = ids
+        ids = _group_ids(blocks, len(self._groups))
+        for g, gids in enumerate(ids):
+            if gids:
+                st.block_ids[g] = gids
         self._lookups.pop(request.request_id, None)
         if num_external_tokens <= 0 or st.lookup is None:
             return
         num_local, n, is_async = st.lookup
         st.lookup = None
-        bs = self._block_size
-        start = num_local // bs
-        count = min(num_external_tokens, n) // bs
-        all_keys = self._keys(request)
-        keys = all_keys[start:start + count]
-        target = st.block_ids[start:start + count]
-        if len(keys) != len(target):
-            # Cannot happen with vLLM's scheduler. Still send the load: the worker reports the
-            # blocks it cannot fill as load errors, and an async load is still reported done.
-            logger.warning("OpenLake: request %s has %d keys for %d target blocks",
-                           request.request_id, len(keys), len(target))
-            keys = keys[:len(target)]
-        head = all_keys[0] if start > 0 else None
-        self._pending_loads.append(LoadSpec(request.request_id, keys, target, is_async, head))
+        hit = num_local + min(num_external_tokens, n)
+        self._count(hit_tokens=hit - num_local)
+        for g in self._groups:
+            keys = self._keys(request, g.index)
+            need = g.needed(hit)
+            start = max(need.start, num_local // g.block_size)
+            stop = need.stop
+            if stop <= start:
+                continue
+            target = st.block_ids[g.index][start:stop]
+            gkeys = keys[start:stop]
+            if len(gkeys) != len(target) or (g.kind != FULL and 0 in target):
+                # Cannot happen with vLLM's scheduler. Still send the load: the worker reports
+                # the blocks it cannot fill as failed, and an async load is still reported done.
+                logger.warning("OpenLake: request %s group %d has %d keys for %d target blocks",
+                               request.request_id, g.index, len(gkeys), len(target))
+                gkeys = gkeys[:len(target)] if g.kind == FULL else []
+            head = keys[0] if start > 0 and keys else None
+            self._pending_loads.append(LoadSpec(request.request_id, gkeys, target, is_async,
+                                                head, g.index))
+            if g.kind == FULL:
+                st.stored[g.index] = max(st.stored[g.index], stop)
         if is_async:
             self._loading.add(request.request_id)
 
@@ -533,19 +474,20 @@ class OpenLakeConnector(KVConnectorBase_V1):
         meta.loads, self._pending_loads = self._pending_loads, []
         preempted = set(getattr(scheduler_output, "preempted_req_ids", None) or ())
         meta.preempted = preempted
+        n = len(self._groups)
         for rid in preempted:
             st = self._reqs.get(rid)
             if st is not None:
-                st.block_ids = []  # freed; the resumed request brings new ones
+                st.block_ids = [[] for _ in range(n)]  # freed; the resumed request brings new ones
                 st.lookup = None
-                st.stored = 0      # re-learnt from the pool when it is scheduled again
+                st.stored = [0] * n  # re-learnt from the pool when it is scheduled again
         scheduled = getattr(scheduler_output, "num_scheduled_tokens", None) or {}
 
         for new in getattr(scheduler_output, "scheduled_new_reqs", None) or []:
             st = self._reqs.get(new.req_id)
             if st is None:
                 continue  # never seen by this connector (cannot happen with vLLM's scheduler)
-            st.block_ids = _block_ids_of(new.block_ids)
+            st.block_ids = _group_ids(new.block_ids, n)
             self._plan_save(meta, st, int(new.num_computed_tokens), int(scheduled.get(new.req_id, 0)))
 
         cached = getattr(scheduler_output, "scheduled_cached_reqs", None)
@@ -559,30 +501,56 @@ class OpenLakeConnector(KVConnectorBase_V1):
                 new_ids = cached.new_block_ids[i] if cached.new_block_ids else None
                 is_resumed = rid in resumed or bool(flags and i < len(flags) and flags[i])
                 if new_ids is not None:
-                    ids = _block_ids_of(new_ids)
-                    st.block_ids = ids if is_resumed else st.block_ids + ids
+                    for g, gids in enumerate(_group_ids(new_ids, n)):
+                        st.block_ids[g] = gids if is_resumed else st.block_ids[g] + gids
                 self._plan_save(meta, st, int(cached.num_computed_tokens[i]), int(scheduled.get(rid, 0)))
         return meta
 
     def _plan_save(self, meta: OpenLakeConnectorMetadata, st: _ReqState, computed: int,
                    scheduled: int) -> None:
-        """Adds the blocks of this request that become full in this step to the saves."""
+        """Adds the blocks of this request that become full in this step to the saves: per
+        group, runs of real blocks (a sliding-window group's blocks out of the window are
+        vLLM's null block, 0, and are not saved)."""
         if not self._can_save or scheduled <= 0:
             return
+        if any(g.kind == UNSUPPORTED for g in self._groups):
+            return
         req = st.request
-        bs = self._block_size
         if not self._settings.save_decode and computed >= int(getattr(req, "num_prompt_tokens", 0)):
             return
         after = min(computed + scheduled, int(req.num_tokens))
-        keys = self._keys(req)
-        full = min(after // bs, len(keys), len(st.block_ids))
-        if full <= st.stored:
-            return
-        first = st.stored
-        meta.saves.append(SaveSpec(req.request_id, keys[first:full], st.block_ids[first:full],
-                                   first, self._settings.async_save))
-        st.stored = full
-        if self._settings.async_save:
+        lora = getattr(getattr(req, "lora_request", None), "lora_name", None)
+        for g in self._groups:
+            hashes = self._hashes(req, g)
+            keys = [ol_keys.block_key(h) for h in hashes]
+            ids = st.block_ids[g.index]
+            full = min(after // g.block_size, len(keys), len(ids))
+            first = st.stored[g.index]
+            if full <= first:
+                continue
+            i = first
+            while i < full:
+                if g.kind != FULL and ids[i] == 0:
+                    i += 1
+                    continue
+                j = i
+                while j < full and (g.kind == FULL or ids[j] != 0):
+                    j += 1
+                job = next(self._job_ids)
+                # A sliding window's blocks are freed (and handed to other requests) as soon
+                # as they leave the window, maybe by the next step: saved before it.
+                is_async = self._settings.async_save and g.kind == FULL
+                meta.saves.append(SaveSpec(req.request_id, keys[i:j], ids[i:j], i, is_async,
+                                           g.index, job))
+                bs = g.block_size
+                if BASE_HAS_WORKER_META:  # an engine that never reports would only grow this
+                    self._jobs[job] = _SaveJob(req.request_id, g.index, i, keys[i:j], hashes[i:j],
+                                               hashes[i - 1] if i > 0 else None,
+                                               list(req.all_token_ids[i * bs:j * bs])
+                                               if hasattr(req, "all_token_ids") else [], lora)
+                i = j
+            st.stored[g.index] = full
+        if any(sv.is_async and sv.req_id == req.request_id for sv in meta.saves):
             self._async_saving.add(req.request_id)
 
     def request_finished(self, request: Any, block_ids: List[int]) -> Tuple[bool, Optional[Dict[str, Any]]]:
@@ -590,33 +558,89 @@ class OpenLakeConnector(KVConnectorBase_V1):
         self._reqs.pop(rid, None)
         self._lookups.pop(rid, None)
         # Async saves may still read this request's blocks: keep them until done_sending.
-        return rid in self._async_saving, None
+        hold = rid in self._async_saving
+        if hold:
+            self._held.add(rid)
+        return hold, None
+
+    def request_finished_all_groups(self, request: Any, block_ids: Tuple[List[int], ...]
+                                    ) -> Tuple[bool, Optional[Dict[str, Any]]]:
+        """SupportsHMA: every group's blocks of a finished request (held together)."""
+        return self.request_finished(request, list(block_ids[0]) if block_ids else [])
+
+    def has_pending_push_work(self) -> bool:
+        """True while a save some worker runs has not been reported done: vLLM keeps stepping
+        (and so collecting the reports) even when it has no request to run."""
+        return self._meta_seen and bool(self._jobs)
+
+    def has_pending_block_frees(self) -> bool:
+        """True while finished requests' blocks wait for their async saves: the scheduler,
+        short of blocks, then waits for them instead of preempting a running request."""
+        return bool(self._held)
 
     def update_connector_output(self, connector_output: Any) -> None:
         for rid in getattr(connector_output, "finished_sending", None) or ():
             self._async_saving.discard(rid)
+            self._held.discard(rid)
         for rid in getattr(connector_output, "finished_recving", None) or ():
             self._loading.discard(rid)
         invalid = set(getattr(connector_output, "invalid_block_ids", None) or ())
-        if invalid:
+        failed = set(getattr(connector_output, "failed_recving", None) or ())
+        if invalid or failed:
             # Those blocks will be recomputed; store them again (a missing or corrupt block in
             # the pool is then replaced).
-            for st in self._reqs.values():
-                for i, b in enumerate(st.block_ids[:st.stored]):
-                    if b in invalid:
-                        st.stored = i
-                        break
+            for rid, st in self._reqs.items():
+                for g in self._groups:
+                    if rid in failed:
+                        st.stored[g.index] = 0
+                        continue
+                    for i, b in enumerate(st.block_ids[g.index][:st.stored[g.index]]):
+                        if b in invalid:
+                            st.stored[g.index] = i
+                            break
+        meta = getattr(connector_output, "kv_connector_worker_meta", None)
+        if meta is not None and hasattr(meta, "saves"):
+            self._meta_seen = True
+            for key, name in getattr(meta, "namespaces", {}).items():
+                group, tp, pp = key
+                if group in self._ns_names and self._ns_names[group].get((tp, pp)) != name:
+                    logger.info("OpenLake: workers of group %d rank %d/%d store in %s", group,
+                                tp, pp, name)
+                    self._ns_names[group][(tp, pp)] = name
+            for job, (stored, reports) in meta.saves.items():
+                mine = self._job_reports.get(job)
+                mine = [min(mine[0], stored), mine[1] + reports] if mine else [stored, reports]
+                if mine[1] >= self._world:
+                    self._job_reports.pop(job, None)
+                    self._finish_job(job, mine[0])
+                else:
+                    self._job_reports[job] = mine
+
+    def _finish_job(self, job: int, stored: int) -> None:
+        j = self._jobs.pop(job, None)
+        if j is None or stored <= 0:
+            return
+        bs = self._groups[j.group].block_size
+        self._events.stored(j.group, j.keys[:stored], j.hashes[:stored], j.parent,
+                            j.token_ids[:stored * bs], bs, j.lora_name)
+
+    def take_events(self) -> Iterable[Any]:
+        """BlockStored for blocks every worker stored, BlockRemoved for announced blocks found
+        gone (connector_events.py)."""
+        return self._events.take()
 
     def reset_cache(self) -> Optional[bool]:
         """vLLM's reset_prefix_cache(reset_connector=True): drop every block of our shards."""
         try:
             client = self._connect()
-            for name in self._ns_names:
-                try:
-                    client.reset(client.find_namespace(name))
-                except openlake_client.NotFoundError:
-                    pass
+            for names in self._ns_names.values():
+                for name in names.values():
+                    try:
+                        client.reset(client.find_namespace(name))
+                    except openlake_client.NotFoundError:
+                        pass
             self._ns_refs.clear()
+            self._events.cleared()
             return True
         except openlake_client.OpenLakeError as e:
             logger.warning("OpenLake reset failed: %s", e)
@@ -625,19 +649,32 @@ class OpenLakeConnector(KVConnectorBase_V1):
     # ==== Worker side ===========================================================================
 
     def _init_worker(self) -> None:
-        self._layout: Optional[BlockLayout] = None
-        self._ns: Any = None
-        self._mover: Any = None
+        self._layouts: Dict[int, BlockLayout] = {}
+        self._nss: Dict[int, Any] = {}
+        self._movers: Dict[int, Any] = {}
         self._load_errors: Set[int] = set()
         self._pending_saves: Dict[str, int] = {}   # jobs not finished, per request
         self._had_async_save: Set[str] = set()
         self._finished: Set[str] = set()           # ids get_finished has been told about
+        self._loads_left: Dict[str, int] = {}      # async load jobs not finished, per request
         self._done_recving: Set[str] = set()
+        self._failed_recving: Set[str] = set()
+        self._failed_loads: Set[str] = set()       # async loads with a failed block, not reported
+        self._job_results: Dict[int, int] = {}     # save job -> blocks stored, not reported
+        self._ns_report: Dict[Tuple[int, int, int], str] = {}
         self._cond = threading.Condition(self._lock)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openlake-xfer")
         r = self._worker_ranks()
         self._tp_rank, self._pp_rank = r
-        self._ns_name = ol_keys.namespace_name(self._config, self._extra, r[0], r[1])
+
+    @property
+    def _mover(self) -> Any:
+        """Group 0's mover (the only one of a model without hybrid groups)."""
+        return self._movers.get(0)
+
+    @property
+    def _layout(self) -> Optional[BlockLayout]:
+        return self._layouts.get(0)
 
     def _worker_ranks(self) -> Tuple[int, int]:
         if HAVE_VLLM:
@@ -662,42 +699,83 @@ class OpenLakeConnector(KVConnectorBase_V1):
                 head_size = int(mc.get_head_size())
         except Exception:
             heads = head_size = None
-        layout = plan_layout(kv_caches, self._block_size, heads, head_size)
-        fp = ol_keys.fingerprint(self._config, layout, self._tp_rank, self._pp_rank)
         client = self._connect()
+        groups = getattr(self._kv_cache_config_arg, "kv_cache_groups", None) or []
+        for g in self._groups:
+            if g.kind == UNSUPPORTED:
+                continue
+            layers = (kv_caches if g.layer_names is None
+                      else {n: kv_caches[n] for n in g.layer_names if n in kv_caches})
+            spec = getattr(groups[g.index], "kv_cache_spec", None) if g.index < len(groups) else None
+            g_heads = getattr(spec, "num_kv_heads", None) or heads
+            g_head_size = getattr(spec, "head_size", None) or head_size
+            layout = plan_layout(layers, g.block_size, g_heads, g_head_size)
+            fp = ol_keys.fingerprint(self._config, layout, self._tp_rank, self._pp_rank)
+            if len(self._groups) > 1:
+                fp["block_tokens"] = g.block_size
+                fp["extra"] += (f" group={g.index}/{len(self._groups)} kind={g.kind}"
+                                f" window={g.window}")
+            name = self._group_ns_name(g.index, self._tp_rank, self._pp_rank)
+            self._nss[g.index], name = self._open_namespace(client, name, fp, layout)
+            self._ns_report[(g.index, self._tp_rank, self._pp_rank)] = name
+            self._layouts[g.index] = layout
+            self._movers[g.index] = _make_mover(layout, client, self._nss[g.index], self._settings)
+            logger.info("OpenLake: group %d: %s; namespace %s, %s copies", g.index,
+                        layout.describe(), name, self._movers[g.index].name)
+
+    def _open_namespace(self, client: Any, name: str, fp: Dict[str, Any],
+                        layout: BlockLayout) -> Tuple[Any, str]:
+        """Opens `name`; when an engine with another KV layout (another attention backend, or
+        another physical layout) created it, this engine gets a namespace of its own beside it,
+        named by its fingerprint, so both run side by side."""
         try:
-            self._ns = client.open_namespace(self._ns_name, fp, layout.block_bytes)
+            return client.open_namespace(name, fp, layout.block_bytes), name
         except openlake_client.PreconditionError as e:
-            raise RuntimeError(
-                f"OpenLakeConnector: namespace {self._ns_name!r} in the pool was created by an "
-                f"engine with another KV layout ({e}); set "
-                "kv_connector_extra_config.openlake_namespace to keep the two apart") from e
-        self._layout = layout
-        self._mover = _make_mover(layout, client, self._ns, self._settings)
-        logger.info("OpenLake: %s; namespace %s, %s copies", layout.describe(), self._ns_name,
-                    self._mover.name)
+            if self._extra.get("openlake_namespace"):
+                raise RuntimeError(
+                    f"OpenLakeConnector: namespace {name!r} in the pool was created by an engine "
+                    f"with another KV layout ({e}); openlake_namespace is set, so this engine "
+                    "does not move beside it: choose another openlake_namespace") from e
+            digest = hashlib.sha256(repr(sorted(fp.items())).encode()).hexdigest()[:12]
+            alt = f"{name}~{digest}"
+            logger.warning("OpenLake: namespace %s holds another KV layout (%s); this engine "
+                           "stores in %s beside it", name, e, alt)
+            return client.open_namespace(alt, fp, layout.block_bytes), alt
 
     def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
         if not self.has_connector_metadata():
             return
         meta = self._get_connector_metadata()
-        for spec in getattr(meta, "loads", ()):
+        loads = list(getattr(meta, "loads", ()))
+        with self._lock:  # every job of a request counted before any can finish
+            for spec in loads:
+                if spec.is_async:
+                    self._loads_left[spec.req_id] = self._loads_left.get(spec.req_id, 0) + 1
+        for spec in loads:
             if spec.is_async:
                 self._executor.submit(self._load_async, spec)
             else:
                 self._load(spec)
 
     def _load(self, spec: LoadSpec) -> None:
-        if self._mover is None:
+        mover = self._movers.get(getattr(spec, "group", 0))
+        if mover is None:
             self._fail_load(spec, 0, "no KV caches registered")
             return
+        t0 = time.monotonic()
+        loaded = 0
         try:
-            loaded = self._mover.load(spec.keys, spec.block_ids[:len(spec.keys)],
-                                      getattr(spec, "head", None))
+            if spec.keys:
+                loaded = mover.load(spec.keys, spec.block_ids[:len(spec.keys)],
+                                    getattr(spec, "head", None))
         except openlake_client.OpenLakeError as e:
             logger.warning("OpenLake load of %d blocks for %s failed: %s", len(spec.keys),
                            spec.req_id, e)
             loaded = 0
+        layout = self._layouts.get(getattr(spec, "group", 0))
+        self._count(loads=1, loaded_blocks=loaded,
+                    loaded_bytes=loaded * (layout.block_bytes if layout else 0),
+                    load_seconds=time.monotonic() - t0)
         if loaded < len(spec.block_ids):
             self._fail_load(spec, loaded, "missing or failed verification")
 
@@ -706,8 +784,15 @@ class OpenLakeConnector(KVConnectorBase_V1):
         bad = spec.block_ids[loaded:]
         logger.info("OpenLake: %d of %d blocks of %s not loaded (%s)", len(bad),
                     len(spec.block_ids), spec.req_id, why)
+        self._count(load_errors=len(bad))
         with self._lock:
-            self._load_errors.update(bad)
+            if len(self._groups) > 1:
+                # Block ids are per group: vLLM takes a hybrid model's failures by request.
+                self._failed_loads.add(spec.req_id)
+            else:
+                self._load_errors.update(bad)
+                if spec.is_async:
+                    self._failed_loads.add(spec.req_id)
 
     def _load_async(self, spec: LoadSpec) -> None:
         try:
@@ -715,10 +800,20 @@ class OpenLakeConnector(KVConnectorBase_V1):
         except Exception:  # never lose a request: report it done (with errors) whatever happens
             logger.exception("OpenLake async load for %s failed", spec.req_id)
             with self._lock:
-                self._load_errors.update(spec.block_ids)
+                if len(self._groups) == 1:
+                    self._load_errors.update(spec.block_ids)
+                self._failed_loads.add(spec.req_id)
         finally:
             with self._lock:
-                self._done_recving.add(spec.req_id)
+                left = self._loads_left.get(spec.req_id, 1) - 1
+                if left <= 0:
+                    self._loads_left.pop(spec.req_id, None)
+                    self._done_recving.add(spec.req_id)
+                    if spec.req_id in self._failed_loads:
+                        self._failed_loads.discard(spec.req_id)
+                        self._failed_recving.add(spec.req_id)
+                else:
+                    self._loads_left[spec.req_id] = left
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         return  # loads complete in start_load_kv (or asynchronously, reported by get_finished)
@@ -727,6 +822,8 @@ class OpenLakeConnector(KVConnectorBase_V1):
         return  # whole blocks are saved after the forward, in wait_for_save
 
     def wait_for_save(self) -> None:
+        """Called every step, empty ones included: submits this step's saves (async ones run on
+        the transfer thread and hold their blocks until reported)."""
         if not self.has_connector_metadata():
             return
         meta = self._get_connector_metadata()
@@ -740,16 +837,26 @@ class OpenLakeConnector(KVConnectorBase_V1):
                 self._save(spec)
 
     def _save(self, spec: SaveSpec) -> None:
-        if self._mover is None:
-            return
+        mover = self._movers.get(getattr(spec, "group", 0))
+        stored = 0
+        t0 = time.monotonic()
         try:
-            stored = self._mover.save(spec.keys, spec.block_ids, spec.first_depth)
-            if stored < len(spec.keys):
-                logger.info("OpenLake: pool full, stored %d of %d blocks of %s", stored,
-                            len(spec.keys), spec.req_id)
+            if mover is not None:
+                stored = int(mover.save(spec.keys, spec.block_ids, spec.first_depth))
+                if stored < len(spec.keys):
+                    logger.info("OpenLake: pool full, stored %d of %d blocks of %s", stored,
+                                len(spec.keys), spec.req_id)
         except openlake_client.OpenLakeError as e:
             logger.warning("OpenLake save of %d blocks for %s failed: %s", len(spec.keys),
                            spec.req_id, e)
+            self._count(save_errors=1)
+        finally:
+            layout = self._layouts.get(getattr(spec, "group", 0))
+            self._count(saves=1, saved_blocks=stored,
+                        saved_bytes=stored * (layout.block_bytes if layout else 0),
+                        save_seconds=time.monotonic() - t0)
+            with self._lock:
+                self._job_results[getattr(spec, "job", 0)] = stored
 
     def _save_async(self, spec: SaveSpec) -> None:
         try:
@@ -788,51 +895,31 @@ class OpenLakeConnector(KVConnectorBase_V1):
             done_recving, self._done_recving = self._done_recving, set()
         return (done_sending or None), (done_recving or None)
 
+    def get_transfer_results(self, finished_req_ids: Set[str]) -> Any:
+        """What get_finished answers, plus the async loads that failed (also listed as
+        finished receiving, as vLLM requires), by request."""
+        sending, recving = self.get_finished(finished_req_ids)
+        with self._lock:
+            failed, self._failed_recving = self._failed_recving, set()
+        return KVConnectorTransferResults(finished_sending=set(sending or ()),
+                                          finished_recving=set(recving or ()),
+                                          failed_recving=failed)
+
     def get_block_ids_with_load_errors(self) -> Set[int]:
         with self._lock:
             errors, self._load_errors = self._load_errors, set()
         return errors
 
-
-# ---- Moving bytes ---------------------------------------------------------------------------
-
-def _make_mover(layout: BlockLayout, client: Any, ns: Any, settings: Settings) -> Any:
-    engine = settings.copy_engine
-    if engine == "auto":
-        engine = "memcpy" if layout.device == "cpu" else "torch"
-    if engine == "memcpy":
-        if layout.device != "cpu":
-            raise ValueError("openlake_copy_engine='memcpy' needs the KV cache in host memory")
-        return MemcpyMover(layout, client, ns)
-    from openlake_client.torch_mover import TorchMover  # imports torch, only on workers
-    mover = TorchMover(layout, client, ns, crc_threads=settings.crc_threads,
-                       copy_path=settings.copy_path)
-    if settings.pin_slab == "eager":
-        mover.register_all()
-    return mover
-
-
-class MemcpyMover:
-    """KV caches in host memory: the C++ client copies (and checksums) block pieces directly."""
-
-    name = "memcpy"
-
-    def __init__(self, layout: BlockLayout, client: Any, ns: Any) -> None:
-        self._layout, self._client, self._ns = layout, client, ns
-
-    def save(self, keys: List[bytes], block_ids: List[int], first_depth: int) -> int:
-        if not keys:
-            return 0
-        try:
-            return int(self._client.put(self._ns, keys, self._layout.pieces_for(block_ids), first_depth))
-        except openlake_client.PoolFullError:
-            return 0
-
-    def load(self, keys: List[bytes], block_ids: List[int], head: Optional[bytes] = None) -> int:
-        if not keys:
-            return 0
-        loaded, _ = self._client.get(self._ns, keys, self._layout.pieces_for(block_ids), head)
-        return int(loaded)
-
-    def close(self) -> None:
-        return
+    def build_connector_worker_meta(self) -> Any:
+        """Save jobs this worker finished since the last step (the scheduler announces blocks
+        once every worker stored them, and knows when no save is in flight) and, once, the
+        namespaces it stores in."""
+        with self._lock:
+            results, self._job_results = self._job_results, {}
+            names, self._ns_report = self._ns_report, {}
+        if not results and not names:
+            return None
+        meta = OpenLakeWorkerMeta()
+        meta.saves = {job: [stored, 1] for job, stored in results.items()}
+        meta.namespaces = names
+        return meta
