@@ -453,6 +453,13 @@ class Worker:
         eng = self.engine
         for layer, name in enumerate(self.kv.names):
             self.connector.wait_for_layer_load(name)
+            # What this layer's attention would read of the blocks loaded in this step: with
+            # layer-by-layer loads it must be in place now, whatever later layers are doing.
+            for rid, ext in eng.sync_loaded.items():
+                req = eng.requests[rid]
+                stop = req.num_computed_tokens
+                eng.layer_checks.append((self.rank, rid, layer,
+                                         self.check(req, stop, start=stop - ext, layers=[layer])))
             for rid, n in out.num_scheduled_tokens.items():
                 req = eng.requests[rid]
                 start = eng.step_start[rid]
@@ -467,13 +474,15 @@ class Worker:
         self.kv.write(layer, blocks[pos // bs], pos % bs,
                       expected_kv(digest, layer, self.heads, self.kv.c))
 
-    def check(self, req: Request, upto: int) -> List[int]:
-        """Positions < upto whose KV differs from what a recompute writes (empty when right)."""
+    def check(self, req: Request, upto: int, start: int = 0,
+              layers: Optional[List[int]] = None) -> List[int]:
+        """Positions in [start, upto) whose KV (in `layers`, default all) differs from what a
+        recompute writes (empty when right)."""
         bs = self.engine.block_size
         digests = prefix_digests(req.all_token_ids[:upto])
         bad = []
-        for pos in range(upto):
-            for layer in range(len(self.kv.names)):
+        for pos in range(start, upto):
+            for layer in (range(len(self.kv.names)) if layers is None else layers):
                 if not self.engine.needs(layer, pos, upto):
                     continue  # a sliding-window layer never reads it again
                 blocks = self.engine.table(req.request_id, layer)
@@ -553,6 +562,8 @@ class MiniEngine:
         self.loaded_upto: Dict[str, int] = {}     # req -> tokens valid after its async load
         self.invalid_seen: Set[int] = set()
         self.failed_seen: Set[str] = set()
+        # (worker, request, layer, wrong positions) of sync loads, checked as each layer ran
+        self.layer_checks: List[Tuple[int, str, int, List[int]]] = []
         self.report_counts: Dict[str, Dict[str, int]] = {}
 
     def worker_config(self, rank: int) -> FakeVllmConfig:

@@ -17,7 +17,8 @@ import torch
 import openlake_client as ol
 from openlake_client import keys as ol_keys
 from mini_engine import MiniEngine
-from test_connector import HERE, answer, extra, pool, prompt, run_ok, shard_namespaces, slow
+from test_connector import (HERE, answer, extra, miss_then_hit, pool, prompt, run_ok,
+                            shard_namespaces, slow)
 
 
 def corrupt(daemon, name, key):
@@ -387,3 +388,55 @@ def test_signatures_match_the_newest_base():
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert int(r.stdout.split()[-1]) >= 15
+
+
+# ---- Layer by layer --------------------------------------------------------------------------
+
+def test_layerwise_loads_put_each_layer_in_place_before_its_attention(daemon):
+    from openlake_client.openlake_connector import OpenLakeConnector
+    assert OpenLakeConnector.requires_piecewise_for_cudagraph({"openlake_layerwise": True})
+    assert not OpenLakeConnector.requires_piecewise_for_cudagraph({})
+    e = MiniEngine(extra(daemon, layerwise=True, async_save=False), layout="legacy_fa")
+    copied = []
+    for w in e.workers:
+        mover = w.connector._mover
+        inner = mover.copy_layer
+
+        def slow_copy(job, index, inner=inner):
+            time.sleep(0.05)  # the forward of earlier layers would run meanwhile
+            inner(job, index)
+            copied.append((index, time.monotonic()))
+
+        mover.copy_layer = slow_copy
+        wait = w.connector.wait_for_layer_load
+
+        def timed_wait(name, wait=wait):
+            wait(name)
+            waited.append((name, time.monotonic()))
+
+        w.connector.wait_for_layer_load = timed_wait
+    waited = []
+    p = prompt(26, 32)
+    assert miss_then_hit(e, p, [4]) == (24, False)
+    assert [i for i, _ in copied] == [0, 1]
+    # Layer 0's attention could start before layer 1 was copied: the copies overlap the forward.
+    t_layer0 = min(t for name, t in waited
+                   if name.startswith("model.layers.0") and t >= copied[0][1])
+    assert t_layer0 < copied[1][1]
+    checks = [c for c in e.layer_checks if c[1] == "b"]
+    assert [layer for _, _, layer, _ in checks] == [0, 1]
+    assert all(not bad for _, _, _, bad in checks)  # each layer in place when its turn came
+    assert e.kv_stats.data["loaded_blocks"] == 6
+    e.shutdown()
+
+
+def test_layerwise_load_of_a_corrupt_block_is_reported_in_its_step(daemon):
+    e = MiniEngine(extra(daemon, layerwise=True, async_save=False), layout="flashinfer_hnd")
+    p = prompt(26, 33)
+    a = e.add("a", p)
+    run_ok(e)
+    corrupt(daemon, shard_namespaces(e)[0], ol_keys.block_key(a.block_hashes[4]))
+    e.add("b", p + [4])
+    run_ok(e)  # the engine recomputes from block 4 and verifies every position
+    assert e.invalid_seen and e.kv_stats.data["load_errors"] >= 2
+    e.shutdown()

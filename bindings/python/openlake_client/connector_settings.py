@@ -35,6 +35,7 @@ class Settings:
     copy_path: str = "auto"       # torch engine: "auto", "dma" (runs of slots) or "kernel"
     pin_slab: str = "lazy"        # GPU: register slab segments with CUDA on first use, or "eager"
     event_medium: str = "OPENLAKE"  # the medium of the KV events announcing stored blocks
+    layerwise: bool = False       # sync loads copy layer by layer, each waited for by its layer
 
     @property
     def cluster(self) -> bool:
@@ -63,6 +64,7 @@ class Settings:
         s.copy_path = str(extra.get("openlake_copy_path", "auto"))
         s.pin_slab = str(extra.get("openlake_pin_slab", "lazy"))
         s.event_medium = str(extra.get("openlake_event_medium", "OPENLAKE"))
+        s.layerwise = bool(extra.get("openlake_layerwise", False))
         if s.device not in ("local", "ucx") and not _RDMA_DEVICE.fullmatch(s.device):
             raise ValueError(f"OpenLakeConnector: openlake_device must be 'local', 'ucx' or an "
                              f"RDMA device name such as 'mlx5_0', not {s.device!r}")

@@ -117,6 +117,42 @@ class BlockLayout:
     def pieces_for(self, block_ids: Sequence[int]) -> List[List[Piece]]:
         return [self.pieces(b) for b in block_ids]
 
+    def layer_pieces(self, block_id: int, index: int) -> List[Piece]:
+        """The ranges of layer `index` (of self.layers) of scheduler block `block_id`: in the
+        OpenLake block, they follow the layers before it (layer_offsets)."""
+        layer = self.layers[index]
+        out: List[Piece] = []
+        first = block_id * self.ratio
+        for k in range(first, first + self.ratio):
+            shift = layer.base + k * layer.block_stride
+            out.extend((shift + off, n) for off, n in layer.runs)
+        return merge_runs(out)
+
+    def layer_offsets(self) -> List[int]:
+        """Where each layer's bytes start within an OpenLake block."""
+        out, at = [], 0
+        for layer in self.layers:
+            out.append(at)
+            at += layer.bytes_per_kernel_block * self.ratio
+        return out
+
+    def layer_index(self, name: str) -> Optional[int]:
+        """Index in self.layers of the plan holding layer `name`'s KV (an alias of another
+        layer's tensor maps to that layer)."""
+        for i, layer in enumerate(self.layers):
+            if layer.name == name:
+                return i
+        t = self.tensors.get(name)
+        if t is None:
+            return None
+        if isinstance(t, (list, tuple)):
+            t = t[0]
+        ptr = int(t.data_ptr())
+        for i, layer in enumerate(self.layers):
+            if layer.base == ptr:
+                return i
+        return None
+
     def describe(self) -> str:
         return (f"{self.kind}: {len(self.layers)} layers, {self.num_blocks} blocks of "
                 f"{self.block_bytes} bytes ({self.ratio} kernel block(s) of {self.kernel_tokens} "

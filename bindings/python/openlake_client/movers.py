@@ -4,7 +4,9 @@ the torch mover (torch_mover.py) for GPU caches."""
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+import ctypes
+import dataclasses
+from typing import Any, List, Optional, Tuple
 
 import openlake_client
 from openlake_client.connector_settings import Settings
@@ -51,5 +53,49 @@ class MemcpyMover:
         loaded, _ = self._client.get(self._ns, keys, self._layout.pieces_for(block_ids), head)
         return int(loaded)
 
+    # ---- Layer by layer (openlake_layerwise): the copy of layer i + 1 overlaps the forward
+    # of layer i. The blocks are pinned first; each layer's ranges are copied out of the slab
+    # for every block; the whole blocks are verified (CRC-64 of the slab bytes, and the slot
+    # not handed to another writer meanwhile) once every layer is in, and released.
+
+    def begin_layers(self, keys: List[bytes], block_ids: List[int],
+                     head: Optional[bytes] = None) -> "LayerLoad":
+        batch, hits = self._client.lookup(self._ns, keys, head) if keys else (0, [])
+        return LayerLoad(batch, list(hits), list(block_ids[:len(hits)]))
+
+    def copy_layer(self, job: "LayerLoad", index: int) -> None:
+        base = self._client.slab_address
+        at = self._layout.layer_offsets()[index]
+        for (_, offset, _, _), block in zip(job.hits, job.block_ids):
+            src = base + offset + at
+            for dst, n in self._layout.layer_pieces(block, index):
+                ctypes.memmove(dst, src, n)
+                src += n
+
+    def finish_layers(self, job: "LayerLoad") -> int:
+        """Blocks of the leading run that verified; the pins released."""
+        loaded = 0
+        base = self._client.slab_address
+        try:
+            for slot, offset, generation, checksum in job.hits:
+                crc = openlake_client.crc64_at(base + offset, self._layout.block_bytes)
+                if crc != checksum or not self._client.still_valid(slot, generation):
+                    break
+                loaded += 1
+        finally:
+            if job.batch:
+                self._client.release([job.batch])
+        return loaded
+
     def close(self) -> None:
         return
+
+
+@dataclasses.dataclass
+class LayerLoad:
+    """A load in progress, layer by layer: the pin batch, the hits (slot, offset, generation,
+    checksum) and the blocks of the KV cache they go to."""
+
+    batch: int
+    hits: List[Tuple[int, int, int, int]]
+    block_ids: List[int]

@@ -32,6 +32,7 @@ import hashlib
 import inspect
 import itertools
 import logging
+import re
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -225,9 +226,9 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):  # type: ignore[misc, 
             if self._closed:
                 return
             self._closed = True
-        executor = getattr(self, "_executor", None)
-        if executor is not None:
-            executor.shutdown(wait=True)
+        for pool in (getattr(self, "_executor", None), getattr(self, "_layer_pool", None)):
+            if pool is not None:
+                pool.shutdown(wait=True)
         for mover in getattr(self, "_movers", {}).values():
             mover.close()
         if self._client is not None:
@@ -240,6 +241,11 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):  # type: ignore[misc, 
             if self._stats.is_empty():
                 return None
             return self._stats.clone_and_reset()
+
+    @classmethod
+    def requires_piecewise_for_cudagraph(cls, extra_config: Dict[str, Any]) -> bool:
+        """Layer-by-layer loads rely on wait_for_layer_load, which full CUDA graphs skip."""
+        return bool((extra_config or {}).get("openlake_layerwise", False))
 
     @classmethod
     def build_kv_connector_stats(cls, data: Optional[Dict[str, Any]] = None) -> Any:
@@ -664,6 +670,10 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):  # type: ignore[misc, 
         self._ns_report: Dict[Tuple[int, int, int], str] = {}
         self._cond = threading.Condition(self._lock)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openlake-xfer")
+        # Layer-by-layer loads of the current step: the job, and one event per layer.
+        self._layer_pool: Optional[ThreadPoolExecutor] = None
+        self._layer_job: Optional[Future] = None
+        self._layer_ready: List[threading.Event] = []
         r = self._worker_ranks()
         self._tp_rank, self._pp_rank = r
 
@@ -751,11 +761,70 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):  # type: ignore[misc, 
             for spec in loads:
                 if spec.is_async:
                     self._loads_left[spec.req_id] = self._loads_left.get(spec.req_id, 0) + 1
+        sync = [spec for spec in loads if not spec.is_async]
+        if sync and self._layerwise_ok():
+            self._start_layer_loads(sync)
+            sync = []
         for spec in loads:
             if spec.is_async:
                 self._executor.submit(self._load_async, spec)
-            else:
-                self._load(spec)
+        for spec in sync:
+            self._load(spec)
+
+    def _layerwise_ok(self) -> bool:
+        return (self._settings.layerwise and len(self._movers) == 1
+                and hasattr(self._movers.get(0), "begin_layers"))
+
+    def _start_layer_loads(self, specs: List[LoadSpec]) -> None:
+        """Copies the step's synchronous loads layer by layer on a thread of their own, in the
+        model's layer order; wait_for_layer_load(layer) waits for that layer only."""
+        layout = self._layouts[0]
+        order = sorted(range(len(layout.layers)),
+                       key=lambda i: [int(t) if t.isdigit() else t
+                                      for t in re.split(r"(\d+)", layout.layers[i].name)])
+        self._layer_ready = [threading.Event() for _ in layout.layers]
+        if self._layer_pool is None:
+            self._layer_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openlake-layers")
+        self._layer_job = self._layer_pool.submit(self._layer_loads, specs, order)
+
+    def _layer_loads(self, specs: List[LoadSpec], order: List[int]) -> None:
+        mover = self._movers[0]
+        t0 = time.monotonic()
+        jobs = []
+        try:
+            for spec in specs:
+                try:
+                    jobs.append((spec, mover.begin_layers(spec.keys, spec.block_ids, spec.head)))
+                except openlake_client.OpenLakeError as e:
+                    logger.warning("OpenLake load of %d blocks for %s failed: %s",
+                                   len(spec.keys), spec.req_id, e)
+                    self._fail_load(spec, 0, "lookup failed")
+            for index in order:
+                for _, job in jobs:
+                    mover.copy_layer(job, index)
+                self._layer_ready[index].set()
+        finally:
+            for event in self._layer_ready:
+                event.set()  # nothing waits forever, whatever happened
+            for spec, job in jobs:
+                loaded = 0
+                try:
+                    loaded = mover.finish_layers(job)
+                except openlake_client.OpenLakeError as e:
+                    logger.warning("OpenLake load for %s failed: %s", spec.req_id, e)
+                self._count(loads=1, loaded_blocks=loaded,
+                            loaded_bytes=loaded * self._layouts[0].block_bytes)
+                if loaded < len(spec.block_ids):
+                    self._fail_load(spec, loaded, "missing or failed verification")
+            self._count(load_seconds=time.monotonic() - t0)
+
+    def _finish_layer_loads(self) -> None:
+        job, self._layer_job = self._layer_job, None
+        if job is not None:
+            try:
+                job.result()
+            except Exception:  # reported as load errors; never lose the step
+                logger.exception("OpenLake layer-by-layer load failed")
 
     def _load(self, spec: LoadSpec) -> None:
         mover = self._movers.get(getattr(spec, "group", 0))
@@ -816,7 +885,16 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):  # type: ignore[misc, 
                     self._loads_left[spec.req_id] = left
 
     def wait_for_layer_load(self, layer_name: str) -> None:
-        return  # loads complete in start_load_kv (or asynchronously, reported by get_finished)
+        """With openlake_layerwise: waits until this layer's loaded blocks are in place (the
+        copy of the next layers goes on meanwhile). Otherwise loads completed in
+        start_load_kv (or run asynchronously, reported by get_transfer_results)."""
+        if self._layer_job is None:
+            return
+        index = self._layouts[0].layer_index(layer_name)
+        if index is None or index >= len(self._layer_ready):
+            self._finish_layer_loads()
+            return
+        self._layer_ready[index].wait()
 
     def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any, **kwargs: Any) -> None:
         return  # whole blocks are saved after the forward, in wait_for_save
@@ -824,6 +902,9 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):  # type: ignore[misc, 
     def wait_for_save(self) -> None:
         """Called every step, empty ones included: submits this step's saves (async ones run on
         the transfer thread and hold their blocks until reported)."""
+        # Layer-by-layer loads end (and are verified) within their step: a failure is reported
+        # by get_block_ids_with_load_errors right after.
+        self._finish_layer_loads()
         if not self.has_connector_metadata():
             return
         meta = self._get_connector_metadata()
