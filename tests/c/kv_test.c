@@ -223,7 +223,8 @@ int main(int argc, char** argv) {
   memset(&early, 0xee, sizeof(early));
   early.struct_size = offsetof(openlake_pool_stats, committed_blocks);
   CHECK_OK(openlake_stats(c, &early));
-  CHECK(early.capacity_bytes == st.capacity_bytes && early.committed_blocks == 0xeeeeeeeeeeeeeeeeull);
+  CHECK(early.capacity_bytes == st.capacity_bytes);
+  CHECK(early.committed_blocks == 0xeeeeeeeeeeeeeeeeull);
 
   /* Reset empties the namespace; a second client sees the same pool. */
   openlake_client* c2 = NULL;
