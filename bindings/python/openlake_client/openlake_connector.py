@@ -142,6 +142,7 @@ class _SaveJob:
     parent: Any
     token_ids: List[int]
     lora_name: Optional[str]
+    created: float = dataclasses.field(default_factory=time.monotonic)
 
 
 def _group_ids(blocks: Any, n_groups: int) -> List[List[int]]:
@@ -576,8 +577,18 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):  # type: ignore[misc, 
 
     def has_pending_push_work(self) -> bool:
         """True while a save some worker runs has not been reported done: vLLM keeps stepping
-        (and so collecting the reports) even when it has no request to run."""
-        return self._meta_seen and bool(self._jobs)
+        (and so collecting the reports) even when it has no request to run. A job no report
+        came for in a minute (a worker that died) stops counting."""
+        if not (self._meta_seen and self._jobs):
+            return False
+        limit = time.monotonic() - max(60.0, 4 * self._settings.timeout_s)
+        stale = [job for job, j in self._jobs.items() if j.created < limit]
+        for job in stale:
+            logger.warning("OpenLake: save job %d of %s was never reported done", job,
+                           self._jobs[job].req_id)
+            self._jobs.pop(job, None)
+            self._job_reports.pop(job, None)
+        return bool(self._jobs)
 
     def has_pending_block_frees(self) -> bool:
         """True while finished requests' blocks wait for their async saves: the scheduler,
