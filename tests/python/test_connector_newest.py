@@ -16,7 +16,7 @@ import torch
 
 import openlake_client as ol
 from openlake_client import keys as ol_keys
-from mini_engine import MiniEngine
+from mini_engine import KV_DEVICE, MiniEngine
 from test_connector import (HERE, answer, extra, miss_then_hit, pool, prompt, run_ok,
                             shard_namespaces, slow)
 
@@ -392,11 +392,16 @@ def test_signatures_match_the_newest_base():
 
 # ---- Layer by layer --------------------------------------------------------------------------
 
-def test_layerwise_loads_put_each_layer_in_place_before_its_attention(daemon):
+@pytest.mark.parametrize("engine,layout", [("memcpy", "legacy_fa"), ("torch", "flashinfer_hnd"),
+                                           ("torch", "kernel_r2")])
+def test_layerwise_loads_put_each_layer_in_place_before_its_attention(daemon, engine, layout):
     from openlake_client.openlake_connector import OpenLakeConnector
+    if engine == "memcpy" and KV_DEVICE != "cpu":
+        pytest.skip("the memcpy engine needs the KV cache in host memory")
     assert OpenLakeConnector.requires_piecewise_for_cudagraph({"openlake_layerwise": True})
     assert not OpenLakeConnector.requires_piecewise_for_cudagraph({})
-    e = MiniEngine(extra(daemon, layerwise=True, async_save=False), layout="legacy_fa")
+    e = MiniEngine(extra(daemon, layerwise=True, async_save=False, copy_engine=engine),
+                   layout=layout)
     copied = []
     for w in e.workers:
         mover = w.connector._mover
@@ -430,8 +435,12 @@ def test_layerwise_loads_put_each_layer_in_place_before_its_attention(daemon):
     e.shutdown()
 
 
-def test_layerwise_load_of_a_corrupt_block_is_reported_in_its_step(daemon):
-    e = MiniEngine(extra(daemon, layerwise=True, async_save=False), layout="flashinfer_hnd")
+@pytest.mark.parametrize("engine", ["memcpy", "torch"])
+def test_layerwise_load_of_a_corrupt_block_is_reported_in_its_step(daemon, engine):
+    if engine == "memcpy" and KV_DEVICE != "cpu":
+        pytest.skip("the memcpy engine needs the KV cache in host memory")
+    e = MiniEngine(extra(daemon, layerwise=True, async_save=False, copy_engine=engine),
+                   layout="flashinfer_hnd")
     p = prompt(26, 33)
     a = e.add("a", p)
     run_ok(e)

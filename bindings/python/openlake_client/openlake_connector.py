@@ -906,6 +906,9 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):  # type: ignore[misc, 
             self._finish_layer_loads()
             return
         self._layer_ready[index].wait()
+        wait_layer = getattr(self._movers[0], "wait_layer", None)
+        if wait_layer is not None:
+            wait_layer(index)  # on a GPU: the forward's stream waits for this layer's copies
 
     def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any, **kwargs: Any) -> None:
         return  # whole blocks are saved after the forward, in wait_for_save

@@ -57,6 +57,16 @@ _REGISTERED_LOCK = threading.Lock()
 _CHUNKS = 8  # a save's crossing is checksummed in this many pieces, overlapping the copies
 
 
+class _nothing:
+    """A context manager that does nothing (host tensors: no stream to enter)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
 def _can_widen(t: Any) -> bool:
     """True when these bytes can be seen as 8-byte elements (fewer, wider accesses)."""
     return (t.dim() >= 1 and t.shape[-1] % 8 == 0 and t.stride(-1) == 1
@@ -128,7 +138,10 @@ class TorchMover:
         # (view, kernel offset j, column, length, widened to int64)
         self._ranges: List[Tuple[Any, int, int, int, bool]] = []
         col = 0
+        # Per layer (of layout.layers): its slice of self._ranges and its columns.
+        self._layer_ranges: List[Tuple[int, int, int, int]] = []
         for plan in layout.layers:
+            first_range, first_col = len(self._ranges), col
             t = layout.tensors[plan.name]
             t = t[0] if isinstance(t, (list, tuple)) else t
             storage = _untyped_storage(t)
@@ -143,6 +156,10 @@ class TorchMover:
                     wide = _can_widen(view) and col % 8 == 0 and self._bb % 8 == 0
                     self._ranges.append((view.view(torch.int64) if wide else view, j, col, n, wide))
                     col += n
+            self._layer_ranges.append((first_range, len(self._ranges), first_col, col))
+        # Layer-by-layer loads: the copies run on a stream of their own, one event per layer.
+        self._layer_stream = torch.cuda.Stream(self._device) if self._cuda else None
+        self._layer_events: Dict[int, Any] = {}
         if col != self._bb:
             raise ValueError(f"torch copy plan covers {col} bytes of a {self._bb}-byte block")
 
@@ -405,6 +422,86 @@ class TorchMover:
                 ev.synchronize()
             crcs += self._crc(offsets[lo:hi])
         return crcs
+
+    # ---- Load layer by layer (the connector's openlake_layerwise) ------------------------------
+    # One Lookup pins the hits; each layer then crosses from the slab (its rows of every block,
+    # one index_select through the mapped slab) and is scattered into that layer's KV, on a
+    # stream of its own with an event per layer, so the attention of layer i reads its blocks
+    # while layer i + 1 crosses; the host checksums the slots meanwhile. finish_layers says how
+    # many leading blocks verified (the connector reports the rest, and vLLM recomputes them).
+
+    def begin_layers(self, keys: List[bytes], block_ids: List[int],
+                     head: Optional[bytes] = None) -> Any:
+        from openlake_client.movers import LayerLoad
+
+        batch, hits = self._client.lookup(self._ns, keys, head) if keys else (0, [])
+        job = LayerLoad(batch, list(hits), list(block_ids[:len(hits)]))
+        self._layer_events = {}
+        if not hits:
+            return job
+        offsets = [int(h[1]) for h in hits]
+        self._pin(offsets)
+        job.crcs = None
+        if self._slab_rows is None or any((c1 - c0) % self._row or c0 % self._row
+                                          for _, _, c0, c1 in self._layer_ranges):
+            # No row view of every layer's bytes: the blocks cross whole, then scatter by layer.
+            job.staging = self._torch.empty((len(hits), self._bb), dtype=self._torch.uint8,
+                                            device=self._device)
+            self._cross(job.staging, offsets, False, [(0, len(hits))])
+        else:
+            job.staging = None
+            job.rows = self._rows(offsets).view(len(hits), -1)
+        job.index = [self._kernel_index(job.block_ids, j) for j in range(self._layout.ratio)]
+        return job
+
+    def copy_layer(self, job: Any, index: int) -> None:
+        if not job.hits:
+            return
+        torch = self._torch
+        r0, r1, c0, c1 = self._layer_ranges[index]
+        # The target blocks were handed to these requests for this step: nothing queued before
+        # writes them, so the copies need not wait for the forward's stream.
+        stream = self._layer_stream
+        with (torch.cuda.stream(stream) if stream is not None else _nothing()):
+            if job.staging is not None:
+                part, base = job.staging, 0
+            else:
+                rows = job.rows[:, c0 // self._row:c1 // self._row].reshape(-1)
+                part = torch.empty((len(job.hits), c1 - c0), dtype=torch.uint8,
+                                   device=self._device)
+                out = part.view(-1, self._row)
+                torch.index_select(self._slab_rows, 0, rows,
+                                   out=out.view(torch.int64) if self._rows_wide else out)
+                base = c0
+            for view, j, col, n, wide in self._ranges[r0:r1]:
+                src = part[:, col - base:col - base + n]
+                view.index_copy_(0, job.index[j], src.view(torch.int64) if wide else src)
+            if stream is not None:
+                ev = torch.cuda.Event()
+                ev.record(stream)
+                self._layer_events[index] = ev
+
+    def wait_layer(self, index: int) -> None:
+        """Makes the current stream (the forward's) wait for layer `index`'s copies."""
+        ev = self._layer_events.get(index)
+        if ev is not None:
+            self._torch.cuda.current_stream(self._device).wait_event(ev)
+
+    def finish_layers(self, job: Any) -> int:
+        try:
+            if not job.hits:
+                return 0
+            crcs = self._crc([int(h[1]) for h in job.hits])
+            if self._layer_stream is not None:
+                self._layer_stream.synchronize()
+            good = 0
+            while (good < len(job.hits) and crcs[good] == int(job.hits[good][3])
+                   and self._client.still_valid(int(job.hits[good][0]), int(job.hits[good][2]))):
+                good += 1
+            return good
+        finally:
+            if job.batch:
+                self._client.release([job.batch], [], False)
 
     # ---- Load: slab → KV cache ----------------------------------------------------------------
 
