@@ -15,7 +15,6 @@ call per batch to the C++ client's put and get.
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -63,7 +62,6 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(1)
-    import openlake_client as ol
     from openlake_client.local_daemon import LocalDaemon
     from openlake_client.sglang import HiCacheStorageConfig, OpenLakeHiCacheStorage
 

@@ -14,7 +14,6 @@ import time
 import pytest
 import torch
 
-import openlake_client as ol
 from openlake_client import keys as ol_keys
 from mini_engine import KV_DEVICE, MiniEngine
 from test_connector import (HERE, answer, extra, miss_then_hit, pool, prompt, run_ok,

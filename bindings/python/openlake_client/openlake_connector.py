@@ -51,7 +51,7 @@ from openlake_client.connector_base import (  # noqa: F401  (re-exported)
     SupportsHMA,
 )
 from openlake_client.connector_events import EventLog
-from openlake_client.connector_groups import FULL, UNSUPPORTED, WINDOW, Group, groups_of, hit_tokens
+from openlake_client.connector_groups import FULL, UNSUPPORTED, Group, groups_of, hit_tokens
 from openlake_client.connector_settings import Settings, cluster_mismatches  # noqa: F401
 from openlake_client.layout import BlockLayout, plan_layout
 from openlake_client.movers import MemcpyMover, _make_mover  # noqa: F401

@@ -30,7 +30,7 @@ import hashlib
 import logging
 import threading
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import openlake_client
 
