@@ -448,3 +448,21 @@ def test_layerwise_load_of_a_corrupt_block_is_reported_in_its_step(daemon, engin
     run_ok(e)  # the engine recomputes from block 4 and verifies every position
     assert e.invalid_seen and e.kv_stats.data["load_errors"] >= 2
     e.shutdown()
+
+
+def test_flashattention_and_flashinfer_nhd_engines_share_blocks(daemon):
+    # Both lay a block's K and V out as (tokens, heads, head size), one with the K/V planes
+    # outermost, one with blocks outermost: the same block bytes, one namespace, each other's
+    # hits (the mini engine checks every loaded position against a recompute).
+    p = prompt(22, 34)
+    a = MiniEngine(extra(daemon), layout="flashinfer_nhd")
+    a.add("a1", p)
+    run_ok(a)
+    b = MiniEngine(extra(daemon), layout="legacy_fa")
+    b.add("b1", p + [1])
+    run_ok(b)
+    assert answer(b, "b1") == (20, False)
+    names = [s["name"] for s in pool(daemon).stats()["namespaces_detail"]]
+    assert len(names) == 1 and "~" not in names[0]
+    a.shutdown()
+    b.shutdown()

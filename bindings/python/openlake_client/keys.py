@@ -128,7 +128,10 @@ def fingerprint(vllm_config: Any, layout: Any, tp_rank: int, pp_rank: int) -> Di
     return {
         "model": model_name(vllm_config),
         "dtype": layout.dtype or dtype_name(vllm_config),
-        "layout": f"{layout.kind}|{layout.signature}",
+        # A canonical block (K then V, NHD, per layer) is named by that, not by the tensors'
+        # kind: engines whose attention backends lay the cache out differently then share.
+        "layout": ("kv-nhd" if getattr(layout, "canonical", False)
+                   else f"{layout.kind}|{layout.signature}"),
         "num_layers": len(layout.layers),
         "num_kv_heads": int(layout.num_kv_heads),
         "head_size": int(layout.head_size),

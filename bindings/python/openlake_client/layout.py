@@ -101,6 +101,10 @@ class BlockLayout:
     num_kv_heads: int
     head_size: int
     tensors: Dict[str, object] = dataclasses.field(default_factory=dict, repr=False)
+    # Whether a block's bytes are in the canonical order, whatever the tensors' kind: per layer,
+    # K then V, each (tokens, heads, head size) dense. FlashAttention's (2, B, N, H, D) and
+    # FlashInfer's (B, 2, N, H, D) in NHD both are, so their engines share blocks.
+    canonical: bool = False
 
     def pieces(self, block_id: int) -> List[Piece]:
         """(address, length) ranges of scheduler block `block_id`, in OpenLake block order."""
@@ -206,6 +210,7 @@ def plan_layout(kv_caches: Dict[str, object], block_size: int,
     seen = set()
     kinds = set()
     signature = []
+    canonical = True
     kernel_tokens = None
     num_kernel_blocks = None
     dtype = device = None
@@ -222,6 +227,12 @@ def plan_layout(kv_caches: Dict[str, object], block_size: int,
         seen.add(key)
         kind, bdim, ndim = _classify(t, num_kv_heads)
         kinds.add(kind)
+        if kind in ("legacy-fa", "blocks-first"):
+            # (N, H, D) of each K/V plane dense, in this order.
+            h, d = shape[3], shape[4]
+            canonical = canonical and strides[2:5] == [h * d, d, 1]
+        else:
+            canonical = False
         n = shape[ndim]
         if kernel_tokens is None:
             kernel_tokens, num_kernel_blocks = n, shape[bdim]
@@ -264,6 +275,7 @@ def plan_layout(kv_caches: Dict[str, object], block_size: int,
         kind=kinds.pop(), layers=plans, kernel_tokens=kernel_tokens, ratio=ratio,
         num_blocks=num_kernel_blocks // ratio, block_bytes=0, dtype=dtype or "", device=device or "",
         signature=";".join(sorted(set(signature))) + f";r{ratio}",
-        num_kv_heads=heads, head_size=hsize, tensors=dict(kv_caches))
+        num_kv_heads=heads, head_size=hsize, tensors=dict(kv_caches),
+        canonical=canonical and ratio == 1)
     layout.block_bytes = sum(n for _, n in layout.pieces(0))
     return layout
