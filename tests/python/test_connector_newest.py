@@ -31,6 +31,13 @@ def corrupt(daemon, name, key):
     c.release([batch])
 
 
+def window_namespace(daemon):
+    """The namespace of the hybrid mini model's sliding-window group (group 1 of 2)."""
+    names = [s["name"] for s in pool(daemon).stats()["namespaces_detail"] if "/g1of2" in s["name"]]
+    assert len(names) == 1, names
+    return names[0]
+
+
 # ---- Best-effort cache, async saves ----------------------------------------------------------
 
 def test_a_cache_never_requires_kv_delivery(daemon):
@@ -133,9 +140,8 @@ def test_hybrid_window_blocks_missing_shorten_the_hit(daemon):
     p = prompt(30, 27)
     a = e.add("a", p)
     run_ok(e)
-    names = [s["name"] for s in pool(daemon).stats()["namespaces_detail"] if "/g1of2" in s["name"]]
     c = pool(daemon)
-    ns = c.find_namespace(names[0])
+    ns = c.find_namespace(window_namespace(daemon))
     # 7 blocks stored. The window group's block 6 (tokens 24..27) is gone: a hit at 28 tokens
     # needs blocks 5 and 6, so the longest hit is 24 tokens (blocks 4 and 5 of that group).
     assert c.remove(ns, [ol_keys.block_key(a.block_hashes[6])]) == 1
@@ -150,8 +156,7 @@ def test_hybrid_failed_load_is_reported_by_request_never_by_block(daemon):
     p = prompt(30, 28)
     a = e.add("a", p)
     run_ok(e)
-    names = [s["name"] for s in pool(daemon).stats()["namespaces_detail"] if "/g1of2" in s["name"]]
-    corrupt(daemon, names[0], ol_keys.block_key(a.block_hashes[6]))
+    corrupt(daemon, window_namespace(daemon), ol_keys.block_key(a.block_hashes[6]))
     e.add("b", p + [6, 6, 6])
     run_ok(e)  # the engine's errors include any invalid_block_ids for a hybrid model
     assert "b" in e.failed_seen and not e.invalid_seen
@@ -234,26 +239,33 @@ def test_stats_reduce_and_prometheus_metrics(daemon):
 
 # ---- Two KV layouts, one daemon -------------------------------------------------------------
 
-def test_engines_with_different_layouts_run_side_by_side(daemon):
+def test_engines_of_other_layouts_share_blocks_or_run_side_by_side(daemon):
     p = prompt(22, 31)
     a = MiniEngine(extra(daemon), layout="flashinfer_nhd")
     a.add("a1", p)
     run_ok(a)
-    # Another attention backend, same model: it starts (beside the first one's namespace),
-    # never reads the first one's bytes, and hits what it stored itself.
-    b = MiniEngine(extra(daemon), layout="legacy_fa_hnd")
+    # FlashAttention's layout in NHD: K/V planes outermost where FlashInfer has blocks
+    # outermost, but the same block bytes: one namespace, and A's blocks are B's hits (the mini
+    # engine checks every loaded position against a recompute).
+    b = MiniEngine(extra(daemon), layout="legacy_fa")
     b.add("b1", p + [1])
     run_ok(b)
-    b.add("b2", p + [2])
-    run_ok(b)
-    assert answer(b, "b2") == (20, False)
+    assert answer(b, "b1") == (20, False)
+    # HND: another byte order. It starts beside the first namespace, never reads its bytes, and
+    # hits what it stored itself; the first engine still hits its own.
+    c = MiniEngine(extra(daemon), layout="legacy_fa_hnd")
+    c.add("c1", p + [1])
+    run_ok(c)
+    c.add("c2", p + [2])
+    run_ok(c)
+    assert answer(c, "c2") == (20, False)
     a.add("a2", p + [3])
     run_ok(a)
     assert answer(a, "a2") == (20, False)
     names = [s["name"] for s in pool(daemon).stats()["namespaces_detail"]]
-    assert len(names) == 2 and any("~" in n for n in names)
-    a.shutdown()
-    b.shutdown()
+    assert len(names) == 2 and sum("~" in n for n in names) == 1
+    for e in (a, b, c):
+        e.shutdown()
 
 
 # ---- The newest base's surface --------------------------------------------------------------
@@ -448,21 +460,3 @@ def test_layerwise_load_of_a_corrupt_block_is_reported_in_its_step(daemon, engin
     run_ok(e)  # the engine recomputes from block 4 and verifies every position
     assert e.invalid_seen and e.kv_stats.data["load_errors"] >= 2
     e.shutdown()
-
-
-def test_flashattention_and_flashinfer_nhd_engines_share_blocks(daemon):
-    # Both lay a block's K and V out as (tokens, heads, head size), one with the K/V planes
-    # outermost, one with blocks outermost: the same block bytes, one namespace, each other's
-    # hits (the mini engine checks every loaded position against a recompute).
-    p = prompt(22, 34)
-    a = MiniEngine(extra(daemon), layout="flashinfer_nhd")
-    a.add("a1", p)
-    run_ok(a)
-    b = MiniEngine(extra(daemon), layout="legacy_fa")
-    b.add("b1", p + [1])
-    run_ok(b)
-    assert answer(b, "b1") == (20, False)
-    names = [s["name"] for s in pool(daemon).stats()["namespaces_detail"]]
-    assert len(names) == 1 and "~" not in names[0]
-    a.shutdown()
-    b.shutdown()
