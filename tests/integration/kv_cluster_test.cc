@@ -322,7 +322,10 @@ TEST_CASE("Cluster pool: blocks an owner holds only on its disk tier are read ba
   CHECK(l.loaded == kChain);
   CHECK(l.wrong == 0);
   const kv::PoolStats owner = c.Stats(0);
-  CHECK(owner.promoted_blocks >= kChain);
+  // Eviction takes a chain's tail before its head, so the churn may leave the chain's first
+  // blocks in the slab (seen: 5 of 24); what it pushed out was read back for the pull.
+  CHECK(owner.promoted_blocks > 0);
+  CHECK(owner.peer_served_blocks >= kChain);
   CHECK(owner.disk_checksum_errors == 0);
   for (int i = 0; i < 2; ++i) CHECK(c.daemons[i]->Stop() == 0);
 }

@@ -547,7 +547,6 @@ class MiniEngine:
         self.win_held: Dict[str, List[int]] = {}
         self.events: List[Any] = []
         self.kv_stats: Any = None
-        self.worker_meta_seen = 0
         self.held: Dict[str, List[int]] = {}      # finished, blocks kept until finished_sending
         self.finished_ids: Set[str] = set()       # finished since the last step
         self.step_start: Dict[str, int] = {}
@@ -586,8 +585,9 @@ class MiniEngine:
         """Whether the token after `upto` attends position `pos` in this layer."""
         return self.window is None or layer == 0 or pos >= upto - self.window
 
-    def groups(self, rid: str, blocks: Optional[List[int]] = None) -> Tuple[List[int], ...]:
-        g0 = list(self.req_blocks.get(rid, []) if blocks is None else blocks)
+    def groups(self, rid: str) -> Tuple[List[int], ...]:
+        """This request's block ids per KV-cache group, as vLLM hands them to the connector."""
+        g0 = list(self.req_blocks.get(rid, []))
         if self.window is None:
             return (g0,)
         return (g0, list(self.win_blocks.get(rid, [])))
@@ -856,8 +856,6 @@ class MiniEngine:
             if o.kv_connector_worker_meta is not None:
                 worker_meta = (o.kv_connector_worker_meta if worker_meta is None
                                else worker_meta.aggregate(o.kv_connector_worker_meta))
-        if worker_meta is not None:
-            self.worker_meta_seen += 1
         stats = None
         for o in outputs + [KVConnectorOutput(kv_connector_stats=self.scheduler.get_kv_connector_stats())]:
             if o.kv_connector_stats is not None:
