@@ -52,6 +52,15 @@ bool ToKeys(const openlake_key* keys, size_t count, std::vector<kv::BlockKey>* o
   return true;
 }
 
+// The chain's head of a get, exists or lookup, when the caller gave one (NULL: keys[0]).
+bool ToHead(const openlake_key* chain_head, kv::GetOptions* o, int* code) {
+  if (chain_head == nullptr) return true;
+  std::vector<kv::BlockKey> head;
+  if (!ToKeys(chain_head, 1, &head, code)) return false;
+  o->chain_head = head[0];
+  return true;
+}
+
 // The common checks of a call on a client and a namespace.
 int CheckHandles(const openlake_client* c, const openlake_namespace* ns) {
   if (c == nullptr || !c->client) return BadArgument("client is NULL");
@@ -101,11 +110,7 @@ int Get(openlake_client* c, const openlake_namespace* ns, const openlake_key* ke
   std::vector<kv::BlockKey> k;
   if (!ToKeys(keys, blocks.size(), &k, &code)) return code;
   kv::GetOptions o;
-  if (chain_head != nullptr) {
-    std::vector<kv::BlockKey> head;
-    if (!ToKeys(chain_head, 1, &head, &code)) return code;
-    o.chain_head = head[0];
-  }
+  if (!ToHead(chain_head, &o, &code)) return code;
   if (loaded != nullptr) *loaded = 0;
   if (k.empty()) return OPENLAKE_OK;
   auto r = c->client->Get(ns->ns, k, blocks, o);
@@ -127,6 +132,7 @@ using openlake::capi::Fail;
 using openlake::capi::Guard;
 using openlake::capi::Has;
 using openlake::capi::Str;
+using openlake::capi::ToHead;
 using openlake::capi::ToKeys;
 namespace kv = openlake::kv;
 
@@ -317,11 +323,7 @@ int openlake_exists(openlake_client* c, const openlake_namespace* ns, const open
     std::vector<kv::BlockKey> k;
     if (!ToKeys(keys, count, &k, &code)) return code;
     kv::GetOptions o;
-    if (chain_head != nullptr) {
-      std::vector<kv::BlockKey> head;
-      if (!ToKeys(chain_head, 1, &head, &code)) return code;
-      o.chain_head = head[0];
-    }
+    if (!ToHead(chain_head, &o, &code)) return code;
     if (prefix != nullptr) *prefix = 0;
     if (k.empty()) return static_cast<int>(OPENLAKE_OK);
     auto r = c->client->Exists(ns->ns, k, o);
@@ -405,11 +407,7 @@ int openlake_lookup(openlake_client* c, const openlake_namespace* ns, const open
     if (k.empty()) return static_cast<int>(OPENLAKE_OK);
     if (hits == nullptr) return BadArgument("hits is NULL");
     kv::GetOptions o;
-    if (chain_head != nullptr) {
-      std::vector<kv::BlockKey> head;
-      if (!ToKeys(chain_head, 1, &head, &code)) return code;
-      o.chain_head = head[0];
-    }
+    if (!ToHead(chain_head, &o, &code)) return code;
     auto r = c->client->Lookup(ns->ns, k, o);
     if (!r.ok()) return Fail(r.status());
     for (size_t i = 0; i < r->hits.size() && i < count; ++i) {

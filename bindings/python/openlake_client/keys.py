@@ -45,20 +45,22 @@ def hash_group(cache_config: Any) -> int:
     return block_size // int(hbs)
 
 
-def request_keys(request: Any, group: int = 1, limit: Optional[int] = None) -> List[bytes]:
-    """Keys of the request's full scheduler blocks, in order.
-
-    With `group` > 1 (hash blocks finer than scheduler blocks) a scheduler block's key is the
-    last hash of its group. `limit` caps the count (e.g. num_publishable_block_hashes).
-    """
+def request_hashes(request: Any, group: int = 1) -> List[Any]:
+    """vLLM's hash of each of the request's full scheduler blocks, in order: with `group` > 1
+    (hash blocks finer than scheduler blocks) the last hash of its group. Only the
+    num_publishable_block_hashes first hashes count, where vLLM says how many."""
     hashes = list(getattr(request, "block_hashes", None) or [])
     publishable = getattr(request, "num_publishable_block_hashes", None)
     if isinstance(publishable, int):
         hashes = hashes[:publishable]
-    n = len(hashes) // group
-    if limit is not None:
-        n = min(n, limit)
-    return [block_key(hashes[(i + 1) * group - 1]) for i in range(n)]
+    return [hashes[(i + 1) * group - 1] for i in range(len(hashes) // group)]
+
+
+def request_keys(request: Any, group: int = 1, limit: Optional[int] = None) -> List[bytes]:
+    """Keys of the request's full scheduler blocks, in order (request_hashes as keys); `limit`
+    caps the count."""
+    hashes = request_hashes(request, group)
+    return [block_key(h) for h in hashes[:limit]]
 
 
 def require_stable_hashes(cache_config: Any, extra: Dict[str, Any]) -> None:

@@ -310,12 +310,7 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):  # type: ignore[misc, 
     def _hashes(self, request: Any, group: Group) -> List[Any]:
         """vLLM's hash of each full block of `group` (the last hash of the hash blocks it
         spans)."""
-        hashes = list(getattr(request, "block_hashes", None) or [])
-        publishable = getattr(request, "num_publishable_block_hashes", None)
-        if isinstance(publishable, int):
-            hashes = hashes[:publishable]
-        ratio = max(1, group.block_size // self._hash_block)
-        return [hashes[(i + 1) * ratio - 1] for i in range(len(hashes) // ratio)]
+        return ol_keys.request_hashes(request, max(1, group.block_size // self._hash_block))
 
     def _keys(self, request: Any, group: int = 0) -> List[bytes]:
         g = self._groups[group]
