@@ -328,8 +328,9 @@ HeadResult ParseRequestHead(std::string_view in, const Limits& limits, Request* 
     } else if (h.name == "host") {
       ++hosts;
     } else if (h.name == "expect") {
-      if (!EqualsLower(h.value, "100-continue")) return Fail(417, "unsupported Expect: " + h.value);
-      req.expect_continue = req.minor_version >= 1;
+      // Any other expectation is ignored, as S3 does (not 417): the request is served as if
+      // it had none.
+      if (EqualsLower(h.value, "100-continue")) req.expect_continue = req.minor_version >= 1;
     }
   }
   if (has_te && req.minor_version == 0) return Fail(400, "Transfer-Encoding in HTTP/1.0");

@@ -60,7 +60,7 @@ struct HeadResult {
   enum State { kIncomplete, kComplete, kError };
   State state = kIncomplete;
   size_t consumed = 0;  // with kComplete: bytes of the head, the blank line included
-  int status = 0;       // with kError: the status to answer (400, 414, 417, 431, 501, 505)
+  int status = 0;       // with kError: the status to answer (400, 414, 431, 501, 505)
   std::string error;    // with kError: why, for the log and the error body
 };
 

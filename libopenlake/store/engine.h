@@ -139,7 +139,8 @@ class Engine final : public Store {
   io::Task<absl::StatusOr<ObjectInfo>> CopyObject(std::string src_bucket, std::string src_key,
                                                   std::string dst_bucket, std::string dst_key,
                                                   std::optional<PutOptions> replace,
-                                                  Conditions conditions) override;
+                                                  Conditions conditions,
+                                                  WriteConditions when) override;
   io::Task<absl::StatusOr<ListResult>> ListObjects(std::string bucket,
                                                    ListOptions options) override;
 
@@ -157,7 +158,8 @@ class Engine final : public Store {
                                      std::string upload_id) override;
   io::Task<absl::StatusOr<ObjectInfo>> CompleteUpload(std::string bucket, std::string key,
                                                       std::string upload_id,
-                                                      std::vector<CompletePart> parts) override;
+                                                      std::vector<CompletePart> parts,
+                                                      WriteConditions when) override;
 
   io::Task<absl::StatusOr<HealResult>> Heal(std::string bucket, std::string prefix) override;
   io::Task<absl::StatusOr<HealResult>> HealObject(std::string bucket, std::string key) override;
@@ -307,5 +309,9 @@ uint64_t BlockCount(uint64_t part_size, uint32_t k, uint32_t block_size);
 // If-Unmodified-Since and their precedence) and byte ranges.
 // (ResolveRange is public: openlake/store/store.h.)
 absl::Status CheckConditions(const ObjectInfo& info, const Conditions& c);
+// A conditional write against the object's current state `cur` (ReadAndResolve):
+// PreconditionFailed when it does not hold (NoSuchKey for an If-Match of a missing key), the
+// read's error when the state is unknown (too few drives), OK otherwise.
+absl::Status CheckWriteConditions(const Resolved& cur, const WriteConditions& when);
 
 }  // namespace openlake::store

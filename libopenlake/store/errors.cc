@@ -26,6 +26,7 @@ absl::StatusCode CodeOf(ErrorKind k) {
     case ErrorKind::kEntityTooSmall:
     case ErrorKind::kEntityTooLarge: return absl::StatusCode::kInvalidArgument;
     case ErrorKind::kInvalidRange: return absl::StatusCode::kOutOfRange;
+    case ErrorKind::kConditionalConflict: return absl::StatusCode::kAborted;
     case ErrorKind::kInsufficientDrives: return absl::StatusCode::kUnavailable;
     case ErrorKind::kCorrupt: return absl::StatusCode::kDataLoss;
     case ErrorKind::kStorageFull:
@@ -77,6 +78,7 @@ std::string_view ErrorKindName(ErrorKind k) {
     case ErrorKind::kInvalidRange: return "InvalidRange";
     case ErrorKind::kPreconditionFailed: return "PreconditionFailed";
     case ErrorKind::kNotModified: return "NotModified";
+    case ErrorKind::kConditionalConflict: return "ConditionalConflict";
     case ErrorKind::kInsufficientDrives: return "InsufficientDrives";
     case ErrorKind::kCorrupt: return "Corrupt";
     case ErrorKind::kStorageFull:

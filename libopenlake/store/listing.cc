@@ -52,7 +52,7 @@ class Walker {
     for (const std::string& seg : Children(dir)) {
       const Probe p = ProbeDir(dir + seg);
       if (p.metas >= min_count_) return true;
-      if (p.has_sub && !seg.empty() && HasObject(dir + seg + "/")) return true;
+      if (p.has_sub && HasObject(dir + seg + "/")) return true;
     }
     return false;
   }
@@ -64,17 +64,31 @@ class Walker {
   std::vector<std::string> Children(const std::string& dir) {
     std::vector<std::string> segs;
     const std::string path = PrefixDir(bucket_, dir);
-    for (FileBackend* f : drives_) {
-      auto entries = f->ReadDir(path);
-      if (!entries.ok()) continue;
-      for (const DirEntry& e : *entries) {
-        std::string seg;
-        if (e.is_dir && UnescapeSegment(e.name, &seg)) segs.push_back(std::move(seg));
-      }
-    }
+    for (FileBackend* f : drives_) Segments(*f, path, "", 0, &segs);
     std::sort(segs.begin(), segs.end());
     segs.erase(std::unique(segs.begin(), segs.end()), segs.end());
     return segs;
+  }
+
+  // The segments named in folder `path` of one drive, each after the escaped text `pieces`
+  // (the pieces of a long segment read so far, `depth` folders down).
+  static void Segments(FileBackend& f, const std::string& path, const std::string& pieces,
+                       int depth, std::vector<std::string>* segs) {
+    auto entries = f.ReadDir(path);
+    if (!entries.ok()) return;
+    for (const DirEntry& e : *entries) {
+      if (!e.is_dir) continue;
+      if (IsContinuation(e.name)) {
+        // A key is at most 1024 bytes, 3072 escaped: 16 pieces; deeper is not ours.
+        if (depth < 16) {
+          Segments(f, StrCat(path, "/", e.name), pieces + e.name.substr(kContinuation.size()),
+                   depth + 1, segs);
+        }
+        continue;
+      }
+      std::string seg;
+      if (UnescapeSegment(pieces + e.name, &seg)) segs->push_back(std::move(seg));
+    }
   }
 
   // What the folder of key `key` holds, over all drives.
@@ -89,7 +103,7 @@ class Walker {
           ++p.metas;
         } else if (e.is_dir && !p.has_sub) {
           std::string seg;
-          if (UnescapeSegment(e.name, &seg)) p.has_sub = true;
+          if (UnescapeSegment(e.name, &seg) || IsContinuation(e.name)) p.has_sub = true;
         }
       }
     }
@@ -124,7 +138,6 @@ class Walker {
     for (size_t i = 0; i < segs.size(); ++i) {
       std::string key = dir + segs[i];
       if (StartsWith(key, prefix_)) cands.push_back({key, false, i});
-      if (segs[i].empty()) continue;  // "a/" has no keys below it ("a//b" is not a key)
       std::string sub = key + "/";
       if (StartsWith(sub, prefix_) || StartsWith(prefix_, sub)) {
         cands.push_back({std::move(sub), true, i});

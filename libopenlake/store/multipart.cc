@@ -47,6 +47,23 @@ absl::Status NoSuchUpload(std::string_view id) {
                StrCat("no multipart upload \"", id.substr(0, 64), "\" (aborted or completed?)"));
 }
 
+// True when `v` is what completing upload `upload_id` with `parts` made: a retried Complete
+// whose first try succeeded (its answer lost) gets the same answer, as S3 gives it.
+bool CompletedBy(const pb::ObjectVersion& v, std::string_view upload_id,
+                 const std::vector<CompletePart>& parts) {
+  if (v.deleted() || v.upload_id() != upload_id ||
+      static_cast<size_t>(v.parts_size()) != parts.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const pb::Part& p = v.parts(static_cast<int>(i));
+    if (static_cast<int>(p.number()) != parts[i].number || p.etag() != UnquoteEtag(parts[i].etag)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Per part number: the part version enough drives agree on, and each drive's record of it.
 struct PartVotes {
   pb::PartMeta meta;
@@ -363,7 +380,8 @@ io::Task<absl::Status> Engine::AbortUpload(std::string bucket, std::string key,
 
 io::Task<absl::StatusOr<ObjectInfo>> Engine::CompleteUpload(std::string bucket, std::string key,
                                                             std::string upload_id,
-                                                            std::vector<CompletePart> parts) {
+                                                            std::vector<CompletePart> parts,
+                                                            WriteConditions when) {
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
   OL_CO_RETURN_IF_ERROR(ValidateObjectKey(key));
   if (parts.empty()) {
@@ -380,7 +398,22 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CompleteUpload(std::string bucket, 
   LockGuard object_lock = co_await locks_.Lock(StrCat("o:", bucket, "/", key), true);
   inline_cache_.Invalidate(StrCat(bucket, "/", key));
   LockGuard upload_lock = co_await locks_.Lock(StrCat("u:", upload_id), true);
-  OL_CO_ASSIGN_OR_RETURN(pb::UploadMeta up, co_await ReadUpload(this, set, bucket, key, upload_id));
+  absl::StatusOr<pb::UploadMeta> read_up = co_await ReadUpload(this, set, bucket, key, upload_id);
+  if (!read_up.ok()) {
+    if (ErrorKindOf(read_up.status()) == ErrorKind::kNoSuchUpload) {
+      Resolved cur = co_await ReadAndResolve(set, bucket, key);
+      if (cur.status.ok() && CompletedBy(cur.version, upload_id, parts)) {
+        co_return ToObjectInfo(bucket, key, cur.version);
+      }
+    }
+    co_return read_up.status();
+  }
+  const pb::UploadMeta& up = *read_up;
+  if (Conditional(when)) {
+    Resolved cur = co_await ReadAndResolve(set, bucket, key);
+    const absl::Status held = CheckWriteConditions(cur, when);
+    if (!held.ok()) co_return held;  // the upload stays: Complete may be retried without them
+  }
   std::map<int, PartVotes> have = co_await ReadParts(this, set, bucket, upload_id);
 
   std::vector<const PartVotes*> chosen;
@@ -425,6 +458,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CompleteUpload(std::string bucket, 
   base.set_block_size(up.block_size());
   base.set_rotation(up.rotation());
   base.set_multipart_count(static_cast<uint32_t>(parts.size()));
+  base.set_upload_id(upload_id);
   for (const PartVotes* v : chosen) {
     pb::Part* p = base.add_parts();
     p->set_number(v->meta.number());

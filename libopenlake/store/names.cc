@@ -56,28 +56,26 @@ absl::Status BadKey(std::string_view key, std::string_view why) {
                       why));
 }
 
-absl::Status CheckKeyText(std::string_view key, bool is_prefix) {
+absl::Status CheckKeyText(std::string_view key) {
   if (key.size() > kMaxKeyBytes) return BadKey(key, "longer than 1024 bytes");
-  if (key.find('\0') != std::string_view::npos) return BadKey(key, "contains NUL");
   if (!ValidUtf8(key)) return BadKey(key, "not valid UTF-8");
-  if (key.front() == '/') return BadKey(key, "starts with '/' (absolute path)");
-  size_t start = 0;
-  while (start <= key.size()) {
-    size_t end = key.find('/', start);
-    const bool last = end == std::string_view::npos;
-    if (last) end = key.size();
-    const std::string_view seg = key.substr(start, end - start);
-    if (seg.empty() && !last) return BadKey(key, "has an empty segment (\"//\")");
-    if (!(is_prefix && last)) {
-      if (seg == "." || seg == "..") return BadKey(key, "has a \".\" or \"..\" segment");
-    }
-    if (EscapeSegment(seg).size() > kMaxSegmentBytes) {
-      return BadKey(key, "has a segment longer than 255 bytes");
-    }
-    if (last) break;
-    start = end + 1;
-  }
   return absl::OkStatus();
+}
+
+// Appends "/<on-disk names>" of one key segment: its escape, or for an escape longer than a
+// file name, the pieces (see names.h).
+void AppendSegment(std::string* out, std::string_view segment) {
+  const std::string esc = EscapeSegment(segment);
+  std::string_view rest = esc;
+  while (rest.size() > kMaxSegmentBytes) {
+    size_t cut = kPieceBytes;
+    // Never inside an escape ("%25", "%00"): a piece unescapes only as part of the whole.
+    if (rest[cut - 1] == '%') cut -= 1;
+    else if (rest[cut - 2] == '%') cut -= 2;
+    out->append("/").append(kContinuation).append(rest.substr(0, cut));
+    rest.remove_prefix(cut);
+  }
+  out->append("/").append(rest);
 }
 
 bool IsHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
@@ -116,20 +114,23 @@ absl::Status ValidateBucketName(std::string_view b) {
 
 absl::Status ValidateObjectKey(std::string_view key) {
   if (key.empty()) return BadKey(key, "empty");
-  return CheckKeyText(key, false);
+  return CheckKeyText(key);
 }
 
 absl::Status ValidatePrefix(std::string_view prefix) {
   if (prefix.empty()) return absl::OkStatus();
-  return CheckKeyText(prefix, true);
+  return CheckKeyText(prefix);
 }
 
 std::string EscapeSegment(std::string_view segment) {
   if (segment.empty()) return "%";
+  if (segment == ".") return "%2E";
+  if (segment == "..") return "%2E%2E";
   std::string out;
   out.reserve(segment.size());
   for (char c : segment) {
     if (c == '%') out += "%25";
+    else if (c == '\0') out += "%00";
     else out += c;
   }
   return out;
@@ -137,17 +138,32 @@ std::string EscapeSegment(std::string_view segment) {
 
 bool UnescapeSegment(std::string_view name, std::string* segment) {
   segment->clear();
-  if (name == "%") return true;  // the empty last segment of "a/"
+  if (name == "%") return true;  // an empty segment ("a/", "a//b", "/a")
+  if (name == "%2E") {
+    *segment = ".";
+    return true;
+  }
+  if (name == "%2E%2E") {
+    *segment = "..";
+    return true;
+  }
   for (size_t i = 0; i < name.size(); ++i) {
     if (name[i] != '%') {
       *segment += name[i];
       continue;
     }
-    if (name.substr(i, 3) != "%25") return false;  // one of ours
-    *segment += '%';
+    const std::string_view esc = name.substr(i, 3);
+    if (esc == "%25") *segment += '%';
+    else if (esc == "%00") *segment += '\0';
+    else return false;  // one of ours ("%meta", "%data.<version>")
     i += 2;
   }
-  return true;
+  // A name that escapes nothing would have been written plain; "." and ".." never are names.
+  return *segment != "." && *segment != "..";
+}
+
+bool IsContinuation(std::string_view name) {
+  return name.size() > kContinuation.size() && name.substr(0, kContinuation.size()) == kContinuation;
 }
 
 std::string ObjectDir(std::string_view bucket, std::string_view key) {
@@ -157,8 +173,7 @@ std::string ObjectDir(std::string_view bucket, std::string_view key) {
     size_t end = key.find('/', start);
     const bool last = end == std::string_view::npos;
     if (last) end = key.size();
-    out += '/';
-    out += EscapeSegment(key.substr(start, end - start));
+    AppendSegment(&out, key.substr(start, end - start));
     if (last) break;
     start = end + 1;
   }

@@ -53,6 +53,22 @@ absl::Status CheckConditions(const ObjectInfo& info, const Conditions& c) {
   return absl::OkStatus();
 }
 
+absl::Status CheckWriteConditions(const Resolved& cur, const WriteConditions& when) {
+  if (!Conditional(when)) return absl::OkStatus();
+  const bool exists = cur.status.ok();
+  if (!exists && ErrorKindOf(cur.status) != ErrorKind::kNoSuchKey) return cur.status;
+  if (when.if_none_match && exists) {
+    return Error(ErrorKind::kPreconditionFailed, "If-None-Match: the key exists");
+  }
+  if (!when.if_match.empty()) {
+    if (!exists) return cur.status;  // NoSuchKey, as S3 answers an If-Match of a missing key
+    if (!EtagMatches(when.if_match, cur.version.etag())) {
+      return Error(ErrorKind::kPreconditionFailed, "If-Match: the ETag differs");
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ResolveRange(uint64_t size, const std::optional<RangeSpec>& range, uint64_t* offset,
                           uint64_t* length) {
   *offset = 0;
@@ -142,7 +158,8 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CopyObject(std::string src_bucket,
                                                         std::string dst_bucket,
                                                         std::string dst_key,
                                                         std::optional<PutOptions> replace,
-                                                        Conditions conditions) {
+                                                        Conditions conditions,
+                                                        WriteConditions when) {
   GetOptions get;
   get.conditions = std::move(conditions);
   OL_CO_ASSIGN_OR_RETURN(std::unique_ptr<ObjectReader> in,
@@ -155,6 +172,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CopyObject(std::string src_bucket,
     put.user_meta = in->info().user_meta;
   }
   put.size = static_cast<int64_t>(in->info().size);
+  put.when = std::move(when);
   OL_CO_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> out,
                          co_await CreateObject(dst_bucket, dst_key, std::move(put)));
   while (true) {

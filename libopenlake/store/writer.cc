@@ -464,6 +464,13 @@ io::Task<absl::StatusOr<std::unique_ptr<ObjectWriter>>> Engine::CreateObject(std
   if (!BucketExistsOnSet(t.set, bucket)) {
     co_return Error(ErrorKind::kNoSuchBucket, StrCat("bucket \"", bucket, "\" does not exist"));
   }
+  if (Conditional(options.when)) {
+    // Checked first here, so that a write bound to fail sends no byte to the drives; again,
+    // atomically, as it commits (CommitPut).
+    Resolved cur = co_await ReadAndResolve(t.set, bucket, key);
+    const absl::Status held = CheckWriteConditions(cur, options.when);
+    if (!held.ok()) co_return held;
+  }
   const int64_t size = options.size;
   t.bucket = std::move(bucket);
   t.key = std::move(key);
@@ -509,8 +516,20 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CommitPut(const WriteTarget& t, Wri
   absl::Status s;
   {
     LockGuard lock = co_await locks_.Lock(StrCat("o:", t.bucket, "/", t.key), true);
-    inline_cache_.Invalidate(StrCat(t.bucket, "/", t.key));
-    s = co_await CommitVersion(t.set, t.bucket, t.key, std::move(commits), write_quorum_);
+    if (Conditional(t.options.when)) {
+      Resolved cur = co_await ReadAndResolve(t.set, t.bucket, t.key);
+      s = CheckWriteConditions(cur, t.options.when);
+      const ErrorKind kind = ErrorKindOf(s);
+      if (kind == ErrorKind::kPreconditionFailed || kind == ErrorKind::kNoSuchKey) {
+        // It held when the write began: another write got in between.
+        s = Error(ErrorKind::kConditionalConflict,
+                  StrCat("a conflicting write to \"", t.key, "\" committed first"));
+      }
+    }
+    if (s.ok()) {
+      inline_cache_.Invalidate(StrCat(t.bucket, "/", t.key));
+      s = co_await CommitVersion(t.set, t.bucket, t.key, std::move(commits), write_quorum_);
+    }
   }
   if (!s.ok()) {
     if (!w.inline_data) DiscardStaging(t.set, w.staged_dir);

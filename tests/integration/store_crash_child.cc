@@ -48,7 +48,9 @@ io::Task<absl::Status> WriteMultipart(store::Store& st, std::string key, uint32_
     p.etag = info.etag;
     done.push_back(p);
   }
-  OL_CO_RETURN_IF_ERROR((co_await st.CompleteUpload(bucket, key, id, std::move(done))).status());
+  const store::WriteConditions unconditional;
+  OL_CO_RETURN_IF_ERROR(
+      (co_await st.CompleteUpload(bucket, key, id, std::move(done), unconditional)).status());
   co_return absl::OkStatus();
 }
 

@@ -11,7 +11,7 @@ namespace {
 
 TEST_CASE("xml: escaping and writing", "[s3][xml]") {
   CHECK(XmlEscape("a<b>&\"c'") == "a&lt;b&gt;&amp;&quot;c&apos;");
-  CHECK(XmlEscape(std::string("t\tn\nr\r\x01\x1f", 8)) == "t\tn\nr\r&#x1;&#x1F;");
+  CHECK(XmlEscape(std::string("t\tn\nr\r\x01\x1f", 8)) == "t\tn\nr&#xD;&#x1;&#x1F;");
   CHECK(XmlEscape("caf\xc3\xa9") == "caf\xc3\xa9");
 
   XmlWriter w("ListAllMyBucketsResult");

@@ -42,7 +42,7 @@ TEST_CASE("inline cache: hits touch no drive; every change is seen by the next r
   }
   SECTION("copy onto it") {
     REQUIRE(f.Put("bkt", "other", v2).ok());
-    REQUIRE(f.Run([&] { return f.st().CopyObject("bkt", "other", "bkt", "k", {}, {}); }).ok());
+    REQUIRE(f.Run([&] { return f.st().CopyObject("bkt", "other", "bkt", "k", {}, {}, {}); }).ok());
     CHECK(*f.Get("bkt", "k") == v2);
   }
   SECTION("a completed multipart upload") {
@@ -51,7 +51,7 @@ TEST_CASE("inline cache: hits touch no drive; every change is seen by the next r
     auto part = f.PutPart("bkt", "k", *id, 1, v2);
     REQUIRE(part.ok());
     std::vector<store::CompletePart> parts = {{1, part->etag}};
-    REQUIRE(f.Run([&] { return f.st().CompleteUpload("bkt", "k", *id, parts); }).ok());
+    REQUIRE(f.Run([&] { return f.st().CompleteUpload("bkt", "k", *id, parts, {}); }).ok());
     CHECK(*f.Get("bkt", "k") == v2);
   }
   SECTION("conditions and ranges apply to cached objects") {

@@ -8,8 +8,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "store/test_util_md5.h"
+#include "store/names.h"
 #include "store/store_test_util.h"
+#include "store/test_util_md5.h"
 
 using namespace openlake;
 using namespace openlake::testing;
@@ -256,7 +257,7 @@ TEST_CASE("overwrite, delete and copy", "[store]") {
   meta.content_type = "text/x";
   meta.user_meta = {{"a", "1"}};
   REQUIRE(f.Put("bkt", "src", two, meta).ok());
-  auto copied = f.Run([&] { return f.st().CopyObject("bkt", "src", "cat", "dst", {}, {}); });
+  auto copied = f.Run([&] { return f.st().CopyObject("bkt", "src", "cat", "dst", {}, {}, {}); });
   REQUIRE(copied.ok());
   CHECK(copied->etag == Md5Hex(two));
   auto st = f.Stat("cat", "dst");
@@ -265,7 +266,7 @@ TEST_CASE("overwrite, delete and copy", "[store]") {
   CHECK(st->user_meta == meta.user_meta);
   store::PutOptions repl;
   repl.content_type = "text/y";
-  REQUIRE(f.Run([&] { return f.st().CopyObject("bkt", "k", "bkt", "k", repl, {}); }).ok());
+  REQUIRE(f.Run([&] { return f.st().CopyObject("bkt", "k", "bkt", "k", repl, {}, {}); }).ok());
   CHECK(f.Stat("bkt", "k")->content_type == "text/y");
   CHECK(*f.Get("bkt", "k") == one);
 
@@ -276,30 +277,94 @@ TEST_CASE("overwrite, delete and copy", "[store]") {
   for (int d = 0; d < 4; ++d) CHECK(!std::filesystem::exists(f.drive_path(d) + "/bkt/k"));
 }
 
-TEST_CASE("keys that would escape the drive are refused and touch nothing", "[store]") {
+TEST_CASE("keys that look like paths are ordinary keys and never leave the bucket", "[store]") {
   StoreFixture f(4);
   REQUIRE(f.Open().ok());
   REQUIRE(f.MakeBucket("bkt").ok());
   for (const std::string& key : std::vector<std::string>{"../../escape", "a/../../../x",
-                                                         "/etc/passwd", "a//b",
-                                                         std::string("nul\0x", 5),
-                                                         std::string(2000, 'z')}) {
-    INFO(key.substr(0, 40));
-    CHECK(ErrorKindOf(f.Put("bkt", key, "x").status()) == ErrorKind::kInvalidObjectName);
-    CHECK(ErrorKindOf(f.Get("bkt", key).status()) == ErrorKind::kInvalidObjectName);
-    CHECK(ErrorKindOf(f.Delete("bkt", key)) == ErrorKind::kInvalidObjectName);
+                                                         "/etc/passwd", "a//b", ".", "..",
+                                                         std::string("nul\0x", 5)}) {
+    INFO(key);
+    REQUIRE(f.Put("bkt", key, "v:" + key).ok());
+    CHECK(*f.Get("bkt", key) == "v:" + key);
   }
   for (int d = 0; d < 4; ++d) {
     CHECK(!std::filesystem::exists(f.drive_path(d) + "/../escape"));
     CHECK(!std::filesystem::exists(std::filesystem::path(f.drive_path(d)).parent_path() / "x"));
+    CHECK(!std::filesystem::exists(f.drive_path(d) + "/etc"));
   }
+  for (const std::string& key : std::vector<std::string>{"../../escape", "a/../../../x",
+                                                         "/etc/passwd", "a//b", ".", "..",
+                                                         std::string("nul\0x", 5)}) {
+    REQUIRE(f.Delete("bkt", key).ok());
+    CHECK(ErrorKindOf(f.Get("bkt", key).status()) == ErrorKind::kNoSuchKey);
+  }
+  // Only what cannot be stored is refused, and touches nothing.
+  const std::string too_long(2000, 'z');
+  CHECK(ErrorKindOf(f.Put("bkt", too_long, "x").status()) == ErrorKind::kInvalidObjectName);
+  CHECK(ErrorKindOf(f.Get("bkt", too_long).status()) == ErrorKind::kInvalidObjectName);
+  CHECK(ErrorKindOf(f.Delete("bkt", too_long)) == ErrorKind::kInvalidObjectName);
   // Names that look like the engine's own are plain keys.
   REQUIRE(f.Put("bkt", "%meta", "m").ok());
+  REQUIRE(f.Put("bkt", "%+x", "c").ok());
+  CHECK(*f.Get("bkt", "%+x") == "c");
   REQUIRE(f.Put("bkt", "dir/%data.x", "d").ok());
   REQUIRE(f.Put("bkt", "dir/", "").ok());
   CHECK(*f.Get("bkt", "%meta") == "m");
   CHECK(*f.Get("bkt", "dir/%data.x") == "d");
   CHECK(*f.Get("bkt", "dir/") == "");
+}
+
+TEST_CASE("keys with segments longer than a file name round-trip and list in order",
+          "[store]") {
+  StoreFixture f(4);
+  REQUIRE(f.Open().ok());
+  REQUIRE(f.MakeBucket("bkt").ok());
+  const std::string a200(200, 'a');
+  std::vector<std::string> keys = {
+      std::string(1024, 'k'),                          // S3's longest key, one segment
+      a200,                                            // a long segment's first piece, alone
+      a200 + "-x",                                     // sorts between the two below
+      a200 + "/y",                                     // below a200 (a folder)
+      a200 + std::string(300, 'b'),                    // two pieces
+      a200 + std::string(300, 'b') + "/z",             // and a key below it
+      a200 + std::string(300, 'c'),                    // shares the first piece
+      std::string(199, 'p') + std::string(300, '%'),   // a cut that would split "%25"
+      std::string(250, 'm') + "/" + std::string(900, 'n').substr(0, 700)};
+  for (const auto& k : keys) REQUIRE(f.Put("bkt", k, "v:" + k).ok());
+  for (const auto& k : keys) CHECK(*f.Get("bkt", k) == "v:" + k);
+  std::vector<std::string> sorted = keys;
+  std::sort(sorted.begin(), sorted.end());
+  auto all = f.List("bkt", {});
+  REQUIRE(all.ok());
+  std::vector<std::string> listed;
+  for (const auto& o : all->objects) listed.push_back(o.key);
+  CHECK(listed == sorted);
+  store::ListOptions o;
+  o.delimiter = "/";
+  o.prefix = a200;
+  auto under = f.List("bkt", o);
+  REQUIRE(under.ok());
+  CHECK(under->objects.size() == 4);  // a200, a200-x, a200 + b..., a200 + c...
+  CHECK(under->common_prefixes ==
+        std::vector<std::string>{a200 + "/", a200 + std::string(300, 'b') + "/"});
+  // Pages of one walk the pieces in order too.
+  std::vector<std::string> paged;
+  store::ListOptions page;
+  page.max_keys = 1;
+  for (int i = 0; i < 20; ++i) {
+    auto r = f.List("bkt", page);
+    REQUIRE(r.ok());
+    for (const auto& obj : r->objects) paged.push_back(obj.key);
+    if (!r->truncated) break;
+    page.marker = r->next_marker;
+  }
+  CHECK(paged == sorted);
+  for (const auto& k : keys) REQUIRE(f.Delete("bkt", k).ok());
+  CHECK(f.List("bkt", {})->objects.empty());
+  for (int d = 0; d < 4; ++d) {
+    CHECK(std::filesystem::is_empty(f.drive_path(d) + "/bkt"));
+  }
 }
 
 namespace {
@@ -317,7 +382,9 @@ TEST_CASE("listing: sorted, prefixes, delimiters, markers, merged across sets", 
   REQUIRE(f.MakeBucket("bkt").ok());
   const std::vector<std::string> keys = {
       "a", "a-b", "a.c", "a/", "a/b", "a/b/c", "a/c", "a0", "b/x/y", "b/z", "cat", "photos/2024/jan.jpg",
-      "photos/2024/feb.jpg", "photos/2025/mar.jpg", "photos/readme", "z%25", "日本"};
+      "photos/2024/feb.jpg", "photos/2025/mar.jpg", "photos/readme", "z%25", "日本",
+      // S3 keys that are odd paths: empty, "." and ".." segments, a leading '/'.
+      "/lead", "//two", "a//b", "a//", "a/./b", "a/../b", "..", "b/x/."};
   for (const auto& k : keys) REQUIRE(f.Put("bkt", k, "v:" + k).ok());
   std::vector<std::string> sorted = keys;
   std::sort(sorted.begin(), sorted.end());
@@ -333,8 +400,9 @@ TEST_CASE("listing: sorted, prefixes, delimiters, markers, merged across sets", 
   o.delimiter = "/";
   auto top = f.List("bkt", o);
   REQUIRE(top.ok());
-  CHECK(Keys(*top) == std::vector<std::string>{"a", "a-b", "a.c", "a0", "cat", "z%25", "日本"});
-  CHECK(top->common_prefixes == std::vector<std::string>{"a/", "b/", "photos/"});
+  CHECK(Keys(*top) ==
+        std::vector<std::string>{"..", "a", "a-b", "a.c", "a0", "cat", "z%25", "日本"});
+  CHECK(top->common_prefixes == std::vector<std::string>{"/", "a/", "b/", "photos/"});
 
   o.prefix = "photos/";
   auto photos = f.List("bkt", o);
@@ -352,12 +420,17 @@ TEST_CASE("listing: sorted, prefixes, delimiters, markers, merged across sets", 
   o.prefix = "a";
   o.delimiter = "";
   CHECK(Keys(*f.List("bkt", o)) ==
-        std::vector<std::string>{"a", "a-b", "a.c", "a/", "a/b", "a/b/c", "a/c", "a0"});
+        std::vector<std::string>{"a", "a-b", "a.c", "a/", "a/../b", "a/./b", "a//", "a//b", "a/b",
+                                 "a/b/c", "a/c", "a0"});
   o.prefix = "a/";
   o.delimiter = "/";
   auto ad = f.List("bkt", o);
   CHECK(Keys(*ad) == std::vector<std::string>{"a/", "a/b", "a/c"});
-  CHECK(ad->common_prefixes == std::vector<std::string>{"a/b/"});
+  CHECK(ad->common_prefixes == std::vector<std::string>{"a/../", "a/./", "a//", "a/b/"});
+  o.prefix = "/";
+  auto lead = f.List("bkt", o);
+  CHECK(Keys(*lead) == std::vector<std::string>{"/lead"});
+  CHECK(lead->common_prefixes == std::vector<std::string>{"//"});
   // A delimiter other than '/'.
   store::ListOptions dash;
   dash.delimiter = "-";
@@ -393,8 +466,8 @@ TEST_CASE("listing: sorted, prefixes, delimiters, markers, merged across sets", 
     pd.marker = r->next_marker;
   }
   std::sort(seen.begin(), seen.end());
-  CHECK(seen == std::vector<std::string>{"a", "a-b", "a.c", "a/", "a0", "b/", "cat", "photos/",
-                                         "z%25", "日本"});
+  CHECK(seen == std::vector<std::string>{"..", "/", "a", "a-b", "a.c", "a/", "a0", "b/", "cat",
+                                         "photos/", "z%25", "日本"});
   // Start after a key.
   store::ListOptions after;
   after.marker = "b/x/y";
@@ -409,10 +482,7 @@ TEST_CASE("listing: sorted, prefixes, delimiters, markers, merged across sets", 
   for (const auto& k : keys) {
     int found = 0;
     for (int dr = 0; dr < 8; ++dr) {
-      std::string on_disk;
-      for (char ch : k) on_disk += ch == '%' ? std::string("%25") : std::string(1, ch);
-      if (k.back() == '/') on_disk += "%";
-      const std::string dir = f.drive_path(dr) + "/bkt/" + on_disk;
+      const std::string dir = f.drive_path(dr) + "/" + store::ObjectDir("bkt", k);
       found += std::filesystem::exists(dir + "/%meta") ? 1 : 0;
     }
     CHECK(found == 4);
@@ -457,7 +527,7 @@ TEST_CASE("multipart: upload, list, abort, complete with validation and retry", 
   CHECK(uploads->uploads[0].upload_id == *id);
 
   auto complete = [&](std::vector<store::CompletePart> ps) {
-    return f.Run([&] { return f.st().CompleteUpload("bkt", "movie", *id, ps); });
+    return f.Run([&] { return f.st().CompleteUpload("bkt", "movie", *id, ps, {}); });
   };
   CHECK(ErrorKindOf(complete({}).status()) == ErrorKind::kInvalidPart);
   CHECK(ErrorKindOf(complete({{2, e2->etag}, {1, e1->etag}}).status()) ==
@@ -528,12 +598,12 @@ TEST_CASE("a failed complete leaves the upload whole, and completing again works
   // Three drives fail: the commit cannot reach its quorum.
   for (int d = 0; d < 3; ++d) f.faults(d).fail_all = true;
   auto r = f.Run([&] {
-    return f.st().CompleteUpload("bkt", "k", *id, {{1, e1->etag}, {2, e2->etag}});
+    return f.st().CompleteUpload("bkt", "k", *id, {{1, e1->etag}, {2, e2->etag}}, {});
   });
   CHECK(!r.ok());
   for (int d = 0; d < 3; ++d) f.faults(d).fail_all = false;
   auto again = f.Run([&] {
-    return f.st().CompleteUpload("bkt", "k", *id, {{1, e1->etag}, {2, e2->etag}});
+    return f.st().CompleteUpload("bkt", "k", *id, {{1, e1->etag}, {2, e2->etag}}, {});
   });
   REQUIRE(again.ok());
   CHECK(*f.Get("bkt", "k") == p1 + p2);

@@ -58,7 +58,11 @@ io::Task<void> CreateBucket(Call& c) {
     }
   }
   const absl::Status st = co_await c.store.MakeBucket(c.route.bucket);
-  if (!st.ok()) {
+  // Re-creating your own bucket succeeds in us-east-1 and leaves its contents alone, as S3
+  // does there; elsewhere it is BucketAlreadyOwnedByYou.
+  const bool recreated = store::ErrorKindOf(st) == store::ErrorKind::kBucketExists &&
+                         c.opts.region == "us-east-1";
+  if (!st.ok() && !recreated) {
     co_await c.Fail(st);
     co_return;
   }

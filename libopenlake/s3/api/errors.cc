@@ -54,6 +54,11 @@ S3Error ErrorFromStatus(const absl::Status& status) {
               "At least one of the pre-conditions you specified did not hold"};
     case ErrorKind::kNotModified:
       return {"NotModified", 304, "Not Modified"};
+    case ErrorKind::kConditionalConflict:
+      return {"ConditionalRequestConflict", 409,
+              "A conflicting operation occurred. If using PutObject you can retry the request. "
+              "If using multipart upload you should initiate another CreateMultipartUpload "
+              "request and re-upload each part."};
     case ErrorKind::kInsufficientDrives:
       return {"ServiceUnavailable", 503,
               "Too few drives are available to serve the request; please retry. " + msg};

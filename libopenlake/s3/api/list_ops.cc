@@ -78,6 +78,7 @@ io::Task<void> ListObjects(Call& c, bool v2) {
   lo.delimiter = ParamOr(r, "delimiter");
   lo.max_keys = max_keys;
   const std::string* token = v2 ? r.Param("continuation-token") : nullptr;
+  if (token != nullptr && token->empty()) token = nullptr;  // an empty token lists from the start
   const std::string start_after = v2 ? ParamOr(r, "start-after") : std::string();
   if (token != nullptr) {
     std::optional<std::string> marker = Unbase64(*token);

@@ -14,23 +14,10 @@
 namespace openlake::s3 {
 namespace {
 
-// partNumber of the query, 1..10000; 0 when missing or out of range.
-int PartNumber(const Route& r) {
-  const std::string* v = r.Param("partNumber");
-  int n = 0;
-  if (v == nullptr) return 0;
-  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
-  if (ec != std::errc() || end != v->data() + v->size() || n < 1 || n > 10000) return 0;
-  return n;
-}
-
 std::string UploadId(const Route& r) {
   const std::string* v = r.Param("uploadId");
   return v ? *v : std::string();
 }
-
-constexpr std::string_view kBadPartNumber =
-    "Part number must be an integer between 1 and 10000, inclusive";
 
 }  // namespace
 
@@ -54,7 +41,7 @@ io::Task<void> CreateMultipartUpload(Call& c) {
 io::Task<void> UploadPart(Call& c) {
   const int n = PartNumber(c.route);
   if (n == 0) {
-    co_await c.Error("InvalidArgument", 400, std::string(kBadPartNumber));
+    co_await c.Error("InvalidArgument", 400, std::string(kBadPartNumberMessage));
     co_return;
   }
   PayloadReader body(c.ex, c.auth);
@@ -70,7 +57,7 @@ io::Task<void> UploadPart(Call& c) {
 io::Task<void> UploadPartCopy(Call& c) {
   const int n = PartNumber(c.route);
   if (n == 0) {
-    co_await c.Error("InvalidArgument", 400, std::string(kBadPartNumber));
+    co_await c.Error("InvalidArgument", 400, std::string(kBadPartNumberMessage));
     co_return;
   }
   std::string src_bucket, src_key;
@@ -130,8 +117,11 @@ io::Task<void> UploadPartCopy(Call& c) {
 }
 
 io::Task<void> CompleteMultipartUpload(Call& c) {
-  const bool supported = co_await WriteHeadersSupported(c);
+  const bool supported = co_await WriteHeadersSupported(c, /*conditional=*/true);
   if (!supported) co_return;
+  store::WriteConditions when;
+  const bool conditions_ok = co_await WriteConditionsOf(c, &when);
+  if (!conditions_ok) co_return;
   std::string doc;
   // Current SDKs send the whole object's checksum (x-amz-checksum-*, x-amz-checksum-type) with
   // the completion: it is not the document's, and checksums are not kept, so it is not checked.
@@ -149,7 +139,7 @@ io::Task<void> CompleteMultipartUpload(Call& c) {
   parts.reserve(parsed->size());
   for (CompletedPart& p : *parsed) parts.push_back(store::CompletePart{p.number, p.etag});
   absl::StatusOr<store::ObjectInfo> info = co_await c.store.CompleteUpload(
-      c.route.bucket, c.route.key, UploadId(c.route), std::move(parts));
+      c.route.bucket, c.route.key, UploadId(c.route), std::move(parts), std::move(when));
   if (!info.ok()) {
     co_await c.Fail(info.status());
     co_return;

@@ -29,9 +29,33 @@ constexpr std::pair<std::string_view, std::string_view> kOverrides[] = {
     {"response-content-disposition", "Content-Disposition"},
     {"response-content-encoding", "Content-Encoding"}};
 
+// A Content-Encoding as stored: without "aws-chunked", which only frames the request's body
+// ("gzip, aws-chunked" stores "gzip"; "aws-chunked" alone stores none), as S3 does.
+std::string StoredContentEncoding(std::string_view value) {
+  std::string out;
+  size_t pos = 0;
+  while (pos <= value.size()) {
+    size_t comma = value.find(',', pos);
+    if (comma == std::string_view::npos) comma = value.size();
+    std::string_view coding = value.substr(pos, comma - pos);
+    while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t')) {
+      coding.remove_prefix(1);
+    }
+    while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t')) {
+      coding.remove_suffix(1);
+    }
+    if (!coding.empty() && !http::EqualsLower(coding, "aws-chunked")) {
+      if (!out.empty()) out += ", ";
+      out += coding;
+    }
+    pos = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
-std::string UnsupportedWriteHeader(const http::Request& req) {
+std::string UnsupportedWriteHeader(const http::Request& req, bool conditional) {
   for (const http::Header& h : req.headers) {
     const std::string_view n = h.name;
     if (n == "x-amz-acl") {
@@ -42,9 +66,8 @@ std::string UnsupportedWriteHeader(const http::Request& req) {
                n.substr(0, 28) == "x-amz-server-side-encryption" ||
                n.substr(0, 17) == "x-amz-object-lock" || n == "x-amz-tagging" ||
                n == "x-amz-website-redirect-location" ||
-               // Conditional writes (S3's If-None-Match: * on PUT): not atomic here, so refused
-               // rather than ignored.
-               n == "if-match" || n == "if-none-match") {
+               // Conditions on a write that does not take them are refused, never ignored.
+               (!conditional && (n == "if-match" || n == "if-none-match"))) {
       return h.name;
     }
   }
@@ -59,9 +82,10 @@ bool PutOptionsFrom(const http::Request& req, store::PutOptions* out, S3Error* e
     return false;
   }
   for (std::string_view name : kStdHeaders) {
-    if (const http::Header* h = req.Find(name)) {
-      out->user_meta[StrCat(kStdPrefix, name)] = h->value;
-    }
+    const http::Header* h = req.Find(name);
+    if (h == nullptr) continue;
+    std::string value = name == "content-encoding" ? StoredContentEncoding(h->value) : h->value;
+    if (!value.empty()) out->user_meta[StrCat(kStdPrefix, name)] = std::move(value);
   }
   return true;
 }

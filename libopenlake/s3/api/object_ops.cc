@@ -20,11 +20,76 @@ std::string_view Chars(absl::Span<const std::byte> b) {
   return std::string_view(reinterpret_cast<const char*>(b.data()), b.size());
 }
 
+bool ConditionFailed(const absl::Status& st) {
+  const store::ErrorKind kind = store::ErrorKindOf(st);
+  return kind == store::ErrorKind::kNotModified || kind == store::ErrorKind::kPreconditionFailed;
+}
+
+// A GET's or HEAD's failed condition: S3's 304 and 412 carry the object's ETag and
+// Last-Modified (caches revalidate with them), read again without the conditions.
+io::Task<void> FailCondition(Call& c, const absl::Status& st) {
+  store::Conditions none;
+  absl::StatusOr<store::ObjectInfo> info =
+      co_await c.store.StatObject(c.route.bucket, c.route.key, std::move(none));
+  if (info.ok()) {
+    c.ex.AddHeader("ETag", QuoteEtag(info->etag));
+    c.ex.AddHeader("Last-Modified", http::FormatHttpDate(info->mod_time));
+  }
+  co_await c.Fail(st);
+}
+
+// A GET's or HEAD's partNumber=N: the byte range of part N (a single PUT has part 1 only), and
+// the object's part count for x-amz-mp-parts-count (0 for a single PUT); false after answering
+// an error.
+io::Task<bool> PartRange(Call& c, const store::Conditions& cond,
+                         std::optional<store::RangeSpec>* range, size_t* parts_count) {
+  const int n = PartNumber(c.route);
+  if (n == 0) {
+    co_await c.Error("InvalidArgument", 400, std::string(kBadPartNumberMessage));
+    co_return false;
+  }
+  if (c.req.Find("range") != nullptr) {
+    co_await c.Error("InvalidRequest", 400,
+                     "Cannot specify both Range header and partNumber query parameter");
+    co_return false;
+  }
+  store::Conditions stat_cond = cond;
+  absl::StatusOr<store::ObjectInfo> info =
+      co_await c.store.StatObject(c.route.bucket, c.route.key, std::move(stat_cond));
+  if (!info.ok()) {
+    if (ConditionFailed(info.status())) {
+      co_await FailCondition(c, info.status());
+      co_return false;
+    }
+    co_await c.Fail(info.status());
+    co_return false;
+  }
+  uint64_t first = 0, size = info->size;
+  *parts_count = info->parts.size();
+  if (!info->parts.empty()) {
+    if (static_cast<size_t>(n) > info->parts.size()) {
+      co_await c.Error("InvalidPartNumber", 416, "The requested partnumber is not satisfiable");
+      co_return false;
+    }
+    for (int i = 0; i + 1 < n; ++i) first += info->parts[static_cast<size_t>(i)].size;
+    size = info->parts[static_cast<size_t>(n - 1)].size;
+  } else if (n != 1) {
+    co_await c.Error("InvalidPartNumber", 416, "The requested partnumber is not satisfiable");
+    co_return false;
+  }
+  if (size > 0) {
+    range->emplace();
+    (*range)->first = first;
+    (*range)->last = first + size - 1;
+  }
+  co_return true;
+}
+
 }  // namespace
 
 io::Task<void> PutObject(Call& c) {
   store::PutOptions po;
-  const bool options_ok = co_await WriteOptions(c, &po);
+  const bool options_ok = co_await WriteOptions(c, &po, /*conditional=*/true);
   if (!options_ok) co_return;
   PayloadReader body(c.ex, c.auth);
   if (!body.Init()) {
@@ -38,17 +103,22 @@ io::Task<void> PutObject(Call& c) {
 }
 
 io::Task<void> GetObject(Call& c, bool head) {
-  if (c.route.Has("partNumber")) {
-    co_await c.Error("NotImplemented", 501,
-                     "Reading one part of a multipart object (partNumber) is not implemented.");
-    co_return;
-  }
   store::Conditions cond = ConditionsFrom(c.req);
   std::optional<store::RangeSpec> range = ParseRange(c.req.Value("range"));
+  if (c.route.Has("partNumber")) {
+    size_t parts_count = 0;
+    const bool part_ok = co_await PartRange(c, cond, &range, &parts_count);
+    if (!part_ok) co_return;
+    if (parts_count > 0) c.ex.AddHeader("x-amz-mp-parts-count", std::to_string(parts_count));
+  }
   if (head) {
     absl::StatusOr<store::ObjectInfo> info =
         co_await c.store.StatObject(c.route.bucket, c.route.key, std::move(cond));
     if (!info.ok()) {
+      if (ConditionFailed(info.status())) {
+        co_await FailCondition(c, info.status());
+        co_return;
+      }
       co_await c.Fail(info.status());
       co_return;
     }
@@ -75,6 +145,10 @@ io::Task<void> GetObject(Call& c, bool head) {
   absl::StatusOr<std::unique_ptr<store::ObjectReader>> r =
       co_await c.store.OpenObject(c.route.bucket, c.route.key, std::move(go));
   if (!r.ok()) {
+    if (ConditionFailed(r.status())) {
+      co_await FailCondition(c, r.status());
+      co_return;
+    }
     co_await c.Fail(r.status());
     co_return;
   }
@@ -104,8 +178,11 @@ io::Task<void> GetObject(Call& c, bool head) {
 }
 
 io::Task<void> CopyObject(Call& c) {
-  const bool supported = co_await WriteHeadersSupported(c);
+  const bool supported = co_await WriteHeadersSupported(c, /*conditional=*/true);
   if (!supported) co_return;
+  store::WriteConditions when;
+  const bool conditions_ok = co_await WriteConditionsOf(c, &when);
+  if (!conditions_ok) co_return;
   std::string src_bucket, src_key;
   S3Error err;
   if (!ParseCopySource(c.req, &src_bucket, &src_key, &err)) {
@@ -135,7 +212,7 @@ io::Task<void> CopyObject(Call& c) {
   store::Conditions cond = ConditionsFrom(c.req, "x-amz-copy-source-");
   absl::StatusOr<store::ObjectInfo> info =
       co_await c.store.CopyObject(src_bucket, src_key, c.route.bucket, c.route.key,
-                                  std::move(replace), std::move(cond));
+                                  std::move(replace), std::move(cond), std::move(when));
   if (!info.ok()) {
     if (store::ErrorKindOf(info.status()) == store::ErrorKind::kNotModified) {
       // A copy's failed If-None-Match / If-Modified-Since is 412, not 304.

@@ -1,5 +1,6 @@
 // What several S3 operations share: request documents, body and copy streams into the engine,
-// bucket checks (see ops.h).
+// bucket checks, the part number of a query (see ops.h).
+#include <charconv>
 #include <cstddef>
 
 #include "absl/types/span.h"
@@ -101,21 +102,46 @@ io::Task<bool> BucketExists(Call& c) {
   co_return true;
 }
 
-io::Task<bool> WriteHeadersSupported(Call& c) {
-  const std::string h = UnsupportedWriteHeader(c.req);
+int PartNumber(const Route& r) {
+  const std::string* v = r.Param("partNumber");
+  int n = 0;
+  if (v == nullptr) return 0;
+  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+  if (ec != std::errc() || end != v->data() + v->size() || n < 1 || n > 10000) return 0;
+  return n;
+}
+
+io::Task<bool> WriteHeadersSupported(Call& c, bool conditional) {
+  const std::string h = UnsupportedWriteHeader(c.req, conditional);
   if (h.empty()) co_return true;
   co_await c.Error("NotImplemented", 501, StrCat("The header ", h, " is not implemented."));
   co_return false;
 }
 
-io::Task<bool> WriteOptions(Call& c, store::PutOptions* po) {
-  const bool supported = co_await WriteHeadersSupported(c);
+io::Task<bool> WriteOptions(Call& c, store::PutOptions* po, bool conditional) {
+  const bool supported = co_await WriteHeadersSupported(c, conditional);
   if (!supported) co_return false;
   S3Error err;
   if (!PutOptionsFrom(c.req, po, &err)) {
     co_await c.Error(std::move(err));
     co_return false;
   }
+  if (!conditional) co_return true;
+  const bool conditions_ok = co_await WriteConditionsOf(c, &po->when);
+  co_return conditions_ok;
+}
+
+io::Task<bool> WriteConditionsOf(Call& c, store::WriteConditions* when) {
+  if (const http::Header* h = c.req.Find("if-none-match")) {
+    if (h->value != "*") {
+      co_await c.Error("NotImplemented", 501,
+                       "A header you provided implies functionality that is not implemented: "
+                       "If-None-Match on a write takes only *.");
+      co_return false;
+    }
+    when->if_none_match = true;
+  }
+  if (const http::Header* h = c.req.Find("if-match")) when->if_match = h->value;
   co_return true;
 }
 

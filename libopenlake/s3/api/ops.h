@@ -57,17 +57,27 @@ io::Task<std::optional<store::ObjectInfo>> CopyInto(Call& c, store::ObjectReader
                                                      store::ObjectWriter& w);
 // True when the route's bucket exists; false after answering NoSuchBucket (or another error).
 io::Task<bool> BucketExists(Call& c);
-// False after answering NotImplemented for a write header this server does not honour.
-io::Task<bool> WriteHeadersSupported(Call& c);
-// WriteHeadersSupported, then the object's metadata from the request (PutOptionsFrom); false
-// after answering an error.
-io::Task<bool> WriteOptions(Call& c, store::PutOptions* po);
+// False after answering NotImplemented for a write header this server does not honour;
+// `conditional`: the operation takes conditional writes (PutObject, CompleteMultipartUpload).
+io::Task<bool> WriteHeadersSupported(Call& c, bool conditional = false);
+// WriteHeadersSupported, then the object's metadata from the request (PutOptionsFrom) and, when
+// `conditional`, its write conditions; false after answering an error.
+io::Task<bool> WriteOptions(Call& c, store::PutOptions* po, bool conditional = false);
+// The write conditions of the request (If-None-Match: *, If-Match); false after answering an
+// error (an If-None-Match other than "*", which S3 does not take on writes).
+io::Task<bool> WriteConditionsOf(Call& c, store::WriteConditions* when);
+
+// partNumber of the query, 1..10000; 0 when missing or out of range (op_streams.cc).
+int PartNumber(const Route& r);
+inline constexpr std::string_view kBadPartNumberMessage =
+    "Part number must be an integer between 1 and 10000, inclusive";
 
 // Object metadata (object_meta.cc).
 
 // A request header this server does not honour on writes (ACL grants, SSE, object lock,
-// tagging, other storage classes, conditional writes), named; "" when there is none.
-std::string UnsupportedWriteHeader(const http::Request& req);
+// tagging, other storage classes; conditional writes unless `conditional`), named; "" when
+// there is none.
+std::string UnsupportedWriteHeader(const http::Request& req, bool conditional);
 // Content-Type, x-amz-meta-* and the standard headers (Content-Encoding, Content-Disposition,
 // Content-Language, Cache-Control, Expires) of a write, as the engine keeps them; false with
 // the S3 error when the metadata is too large.

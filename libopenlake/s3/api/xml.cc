@@ -53,7 +53,9 @@ std::string XmlEscape(std::string_view text) {
       case '"': out += "&quot;"; break;
       case '\'': out += "&apos;"; break;
       default:
-        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+        // Control characters as references; a carriage return too, which a parser would
+        // otherwise turn into a line feed.
+        if (c < 0x20 && c != '\t' && c != '\n') {
           char buf[8];
           std::snprintf(buf, sizeof(buf), "&#x%X;", c);
           out += buf;

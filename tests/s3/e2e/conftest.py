@@ -42,7 +42,7 @@ def _die_with_parent() -> None:
 class Server:
     """One openlaked in storage mode over four drive folders under `root`, RS(2+2)."""
 
-    def __init__(self, root: Path, credentials: bool = True):
+    def __init__(self, root: Path, credentials: bool = True, region: str = REGION):
         self.root = root
         self.data = root / "data"
         self.drives = [self.data / f"d{i}" for i in range(4)]
@@ -52,7 +52,7 @@ class Server:
         lines = [
             'mode = "storage"',
             's3_addr = "127.0.0.1:0"',
-            f'region = "{REGION}"',
+            f'region = "{region}"',
             "data_dirs = [" + ", ".join(f'"{d}"' for d in self.drives) + "]",
             "set_drive_count = 4",
             "default_parity_count = 2",

@@ -320,13 +320,19 @@ def test_keys_escaping_the_data_folder(server, canary_bucket, key):
         assert not os.path.exists(os.path.join(d, "etc")), key
 
 
-def test_dotdot_keys_refused(server, canary_bucket):
-    """Keys with '..' segments are refused outright (the precise answer for the classic)."""
+def test_dotdot_keys_are_keys(server, canary_bucket):
+    """Keys with '..' segments are S3 keys like any other: stored inside the bucket, read back
+    under the same name, listed as sent."""
+    s3 = make_client(server)
     for key in ("../../etc/passwd", "a/../../b"):
-        status, _, body = raw_request(server, "PUT",
-                                      f"/{canary_bucket}/" + urllib.parse.quote(key, safe=""),
-                                      b"x")
-        assert 400 <= status < 500 and xml_code(body), (key, status, body)
+        path = f"/{canary_bucket}/" + urllib.parse.quote(key, safe="")
+        status, _, body = raw_request(server, "PUT", path, b"x")
+        assert status == 200, (key, status, body)
+        listed = s3.list_objects_v2(Bucket=canary_bucket, Prefix=key)
+        assert [o["Key"] for o in listed.get("Contents", [])] == [key]
+        assert raw_request(server, "DELETE", path)[0] == 204
+    for d in server.drives:
+        assert not os.path.exists(os.path.join(d, "etc"))
 
 
 def test_header_bytes_that_are_not_utf8_are_kept(server, canary_bucket):

@@ -65,7 +65,8 @@ class OL_EXPORT Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // AlreadyExists (BucketAlreadyOwnedByYou) when it exists.
+  // OK when it exists already and the server's region is us-east-1 (as S3 answers there);
+  // AlreadyExists (BucketAlreadyOwnedByYou) when it exists in another region.
   absl::Status CreateBucket(std::string_view bucket);
   // OK when the bucket exists and these credentials may use it; NotFound when it does not.
   absl::Status HeadBucket(std::string_view bucket);

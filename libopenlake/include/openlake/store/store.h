@@ -70,6 +70,7 @@ enum class ErrorKind {
   kInvalidRange,        // OutOfRange: no byte of the range exists
   kPreconditionFailed,  // FailedPrecondition: If-Match / If-Unmodified-Since
   kNotModified,         // FailedPrecondition: If-None-Match / If-Modified-Since
+  kConditionalConflict, // Aborted: a conditional write lost a race with another write
   kInsufficientDrives,  // Unavailable: fewer drives answered than the quorum needs
   kCorrupt,             // DataLoss: too few intact shards to rebuild the bytes
   kStorageFull,         // ResourceExhausted: too few drives had room for a write
@@ -103,11 +104,26 @@ struct ObjectInfo {
   std::string version_id;          // internal identity of this write (hex)
 };
 
+// A conditional write (S3's If-None-Match: * and If-Match on PutObject and
+// CompleteMultipartUpload). A PUT checks it when it starts (PreconditionFailed) and again under
+// the object's lock as it commits, atomically with the commit: a condition that held at the
+// start and fails there (another write won the race) is ConditionalConflict, and nothing of
+// this write becomes visible.
+struct WriteConditions {
+  bool if_none_match = false;  // the key must not exist
+  std::string if_match;        // the current object's ETag (quotes optional; "*": any object);
+                               // NoSuchKey when there is none
+};
+// Whether `w` asks for anything. (A free function: as a member of WriteConditions, g++ 12
+// crashed compiling store/reader.cc with -g -Wall.)
+inline bool Conditional(const WriteConditions& w) { return w.if_none_match || !w.if_match.empty(); }
+
 struct PutOptions {
   std::string content_type;  // "" → application/octet-stream
   std::map<std::string, std::string> user_meta;
   // The body's size when known (-1 otherwise). A body that ends at another size fails.
   int64_t size = -1;
+  WriteConditions when;  // PUT only (CreateUpload ignores it: Complete takes its own)
 };
 
 // Conditional read (RFC 7232 as S3 applies it). ETags compare without quotes; "*" matches any.
@@ -356,13 +372,15 @@ class OL_EXPORT Store {
                                                           Conditions conditions) = 0;
   virtual io::Task<absl::Status> DeleteObject(std::string bucket, std::string key) = 0;
   // Copies through the engine (read, verify, re-encode); `replace` keeps the source's content
-  // type and user metadata when absent.
+  // type and user metadata when absent. `conditions` apply to the source, `when` to the
+  // destination (as a PUT's).
   virtual io::Task<absl::StatusOr<ObjectInfo>> CopyObject(std::string src_bucket,
                                                           std::string src_key,
                                                           std::string dst_bucket,
                                                           std::string dst_key,
                                                           std::optional<PutOptions> replace,
-                                                          Conditions conditions) = 0;
+                                                          Conditions conditions,
+                                                          WriteConditions when) = 0;
   virtual io::Task<absl::StatusOr<ListResult>> ListObjects(std::string bucket,
                                                            ListOptions options) = 0;
 
@@ -385,10 +403,11 @@ class OL_EXPORT Store {
   // Validates the list (ascending numbers, each part present with that ETag, every part but
   // the last at least min_part_size) and commits the object atomically by linking the parts'
   // shard files (no data is copied). After a failure the upload is intact and the call can be
-  // repeated.
+  // repeated; repeated after a success, it answers that success again. `when`: checked under
+  // the object's lock (PreconditionFailed).
   virtual io::Task<absl::StatusOr<ObjectInfo>> CompleteUpload(
       std::string bucket, std::string key, std::string upload_id,
-      std::vector<CompletePart> parts) = 0;
+      std::vector<CompletePart> parts, WriteConditions when) = 0;
 
   // ---- Healing.
   // Rebuilds every object under `prefix` in `bucket` ("" and "": every bucket) whose drives
