@@ -21,6 +21,7 @@ on lo or over shared memory), as examples and benchmarks use it:
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -29,11 +30,27 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 
+_given_ports: set = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing listens on right now and this process has not
+    handed out before. Drawn below the kernel's ephemeral range (32768-60999 on Debian): the
+    kernel's pick for port 0 may come again for the next caller, or for a listener UCX opens in
+    a daemon started earlier, before the daemon meant to get that port binds it."""
+    rng = random.Random(os.getpid() * 7919 + len(_given_ports))
+    for _ in range(1000):
+        port = rng.randint(20000, 32000)
+        if port in _given_ports:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _given_ports.add(port)
+        return port
+    raise RuntimeError("no free loopback port between 20000 and 32000")
 
 
 class LocalDaemon:
