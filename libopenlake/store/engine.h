@@ -159,7 +159,7 @@ class Engine final : public Store {
   io::Task<absl::StatusOr<ObjectInfo>> CompleteUpload(std::string bucket, std::string key,
                                                       std::string upload_id,
                                                       std::vector<CompletePart> parts,
-                                                      WriteConditions when) override;
+                                                      CompleteOptions options) override;
 
   io::Task<absl::StatusOr<HealResult>> Heal(std::string bucket, std::string prefix) override;
   io::Task<absl::StatusOr<HealResult>> HealObject(std::string bucket, std::string key) override;

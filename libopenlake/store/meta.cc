@@ -133,7 +133,11 @@ ObjectInfo ToObjectInfo(std::string_view bucket, std::string_view key,
   for (const auto& [name, value] : v.user_meta()) info.user_meta[name] = value;
   info.mod_time = FromNs(v.mod_time_ns());
   if (v.multipart_count() > 0) {
-    for (const auto& p : v.parts()) info.parts.push_back({static_cast<int>(p.number()), p.size()});
+    for (const auto& p : v.parts()) {
+      PartSummary part{static_cast<int>(p.number()), p.size(), {}};
+      for (const auto& [name, value] : p.meta()) part.meta[name] = value;
+      info.parts.push_back(std::move(part));
+    }
   }
   info.version_id = Hex(v.version_id());
   return info;

@@ -222,6 +222,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CommitPart(const WriteTarget& t, Wr
     for (uint64_t c : w.crcs[static_cast<size_t>(p)]) m.add_block_crc(c);
     m.set_file(file);
     m.set_block_size(opts_.block_size);
+    for (const auto& [name, value] : t.options.user_meta) (*m.mutable_meta())[name] = value;
     absl::Status s;
     if (w.size > 0) s = f->Rename(StrCat(w.staged_dir, "/", w.file_name), StrCat(dir, "/", file));
     if (s.ok()) {
@@ -266,9 +267,11 @@ io::Task<absl::StatusOr<ListPartsResult>> Engine::ListParts(std::string bucket, 
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
   OL_CO_RETURN_IF_ERROR(ValidateObjectKey(key));
   const int set = static_cast<int>(PlaceObject(bucket, key).set);
-  OL_CO_RETURN_IF_ERROR((co_await ReadUpload(this, set, bucket, key, upload_id)).status());
+  absl::StatusOr<pb::UploadMeta> up = co_await ReadUpload(this, set, bucket, key, upload_id);
+  OL_CO_RETURN_IF_ERROR(up.status());
   std::map<int, PartVotes> parts = co_await ReadParts(this, set, bucket, upload_id);
   ListPartsResult out;
+  for (const auto& [name, value] : up->user_meta()) out.upload_meta[name] = value;
   if (max_parts <= 0) max_parts = 1000;
   for (const auto& [number, v] : parts) {
     if (number <= part_marker) continue;
@@ -276,7 +279,9 @@ io::Task<absl::StatusOr<ListPartsResult>> Engine::ListParts(std::string bucket, 
       out.truncated = true;
       break;
     }
-    out.parts.push_back({number, v.meta.etag(), v.meta.size(), FromNs(v.meta.mod_time_ns())});
+    PartInfo info{number, v.meta.etag(), v.meta.size(), FromNs(v.meta.mod_time_ns()), {}};
+    for (const auto& [name, value] : v.meta.meta()) info.meta[name] = value;
+    out.parts.push_back(std::move(info));
   }
   if (out.truncated) out.next_marker = out.parts.back().number;
   co_return out;
@@ -381,7 +386,8 @@ io::Task<absl::Status> Engine::AbortUpload(std::string bucket, std::string key,
 io::Task<absl::StatusOr<ObjectInfo>> Engine::CompleteUpload(std::string bucket, std::string key,
                                                             std::string upload_id,
                                                             std::vector<CompletePart> parts,
-                                                            WriteConditions when) {
+                                                            CompleteOptions options) {
+  const WriteConditions& when = options.when;
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
   OL_CO_RETURN_IF_ERROR(ValidateObjectKey(key));
   if (parts.empty()) {
@@ -453,6 +459,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CompleteUpload(std::string bucket, 
                        parts.size()));
   base.set_content_type(up.content_type());
   *base.mutable_user_meta() = up.user_meta();
+  for (const auto& [name, value] : options.meta) (*base.mutable_user_meta())[name] = value;
   base.set_data_shards(up.data_shards());
   base.set_parity_shards(up.parity_shards());
   base.set_block_size(up.block_size());
@@ -466,6 +473,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CompleteUpload(std::string bucket, 
     p->set_etag(v->meta.etag());
     p->set_mod_time_ns(v->meta.mod_time_ns());
     p->set_file(StrCat("part.", v->meta.number()));
+    *p->mutable_meta() = v->meta.meta();
   }
   if (up.data_shards() != static_cast<uint32_t>(k_) ||
       up.parity_shards() != static_cast<uint32_t>(m_)) {

@@ -251,6 +251,12 @@ class EcWriter final : public ObjectWriter {
 
   uint64_t bytes_written() const override { return st_->result.size; }
 
+  // Kept in the target's user metadata: CommitPut stores it with the object, CommitPart with
+  // the part.
+  void SetMeta(std::string name, std::string value) override {
+    st_->target.options.user_meta[std::move(name)] = std::move(value);
+  }
+
   io::Task<absl::Status> Write(absl::Span<const std::byte> data) override {
     WriterState& st = *st_;
     if (!st.error.ok()) co_return st.error;

@@ -48,7 +48,7 @@ io::Task<absl::Status> WriteMultipart(store::Store& st, std::string key, uint32_
     p.etag = info.etag;
     done.push_back(p);
   }
-  const store::WriteConditions unconditional;
+  const store::CompleteOptions unconditional;
   OL_CO_RETURN_IF_ERROR(
       (co_await st.CompleteUpload(bucket, key, id, std::move(done), unconditional)).status());
   co_return absl::OkStatus();

@@ -90,5 +90,29 @@ TEST_CASE("checksums: every algorithm's check value, whole or in pieces", "[s3]"
   CHECK_FALSE(ChecksumAlgoFromName("md5").has_value());
 }
 
+TEST_CASE("checksums: CRCs of parts combine into the whole's, SHAs do not", "[s3]") {
+  std::string data(70001, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 37 + (i >> 5));
+  for (ChecksumAlgo a : {ChecksumAlgo::kCrc32, ChecksumAlgo::kCrc32c, ChecksumAlgo::kCrc64Nvme}) {
+    INFO(ChecksumAlgoName(a));
+    const std::string whole = Sum(a, data, data.size());
+    for (size_t cut : {size_t{0}, size_t{1}, size_t{8}, size_t{4096}, size_t{69999},
+                       data.size()}) {
+      INFO(cut);
+      const std::string head = Sum(a, data.substr(0, cut), data.size());
+      const std::string tail = Sum(a, data.substr(cut), data.size());
+      CHECK(CombineCrc(a, head, tail, data.size() - cut) == whole);
+    }
+    // Three pieces, as a three-part upload combines them.
+    const std::string p1 = Sum(a, data.substr(0, 1000), 1000);
+    const std::string p2 = Sum(a, data.substr(1000, 30000), 30000);
+    const std::string p3 = Sum(a, data.substr(31000), data.size());
+    CHECK(CombineCrc(a, *CombineCrc(a, p1, p2, 30000), p3, data.size() - 31000) == whole);
+    CHECK_FALSE(CombineCrc(a, "x", whole, 1).has_value());
+  }
+  CHECK_FALSE(CombineCrc(ChecksumAlgo::kSha256, std::string(32, 'a'), std::string(32, 'b'), 1)
+                  .has_value());
+}
+
 }  // namespace
 }  // namespace openlake::s3

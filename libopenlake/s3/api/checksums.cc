@@ -108,4 +108,58 @@ std::string Checksummer::Final() {
   }
 }
 
+namespace {
+
+// Polynomials over GF(2) modulo a CRC's polynomial, in the CRC's reflected form: the top bit
+// (bit width-1) is x^0 and bit 0 is x^(width-1).
+struct CrcField {
+  uint64_t poly;  // reflected, without x^width
+  int width;
+
+  uint64_t One() const { return uint64_t{1} << (width - 1); }
+  // a * b mod poly: b times x at each step, added where a has the power.
+  uint64_t Mul(uint64_t a, uint64_t b) const {
+    uint64_t product = 0;
+    for (uint64_t power = One(); power != 0; power >>= 1) {
+      if ((a & power) != 0) product ^= b;
+      b = (b & 1) != 0 ? (b >> 1) ^ poly : b >> 1;
+    }
+    return product;
+  }
+  // x^n mod poly, by squaring.
+  uint64_t XPow(uint64_t n) const {
+    uint64_t result = One(), square = One() >> 1;  // x^0, x^1
+    while (n != 0) {
+      if ((n & 1) != 0) result = Mul(result, square);
+      square = Mul(square, square);
+      n >>= 1;
+    }
+    return result;
+  }
+};
+
+uint64_t FromBigEndian(std::string_view raw) {
+  uint64_t v = 0;
+  for (char c : raw) v = (v << 8) | static_cast<uint8_t>(c);
+  return v;
+}
+
+}  // namespace
+
+std::optional<std::string> CombineCrc(ChecksumAlgo a, std::string_view raw_a,
+                                      std::string_view raw_b, uint64_t len_b) {
+  CrcField f{};
+  switch (a) {
+    case ChecksumAlgo::kCrc32: f = {0xEDB88320u, 32}; break;
+    case ChecksumAlgo::kCrc32c: f = {0x82F63B78u, 32}; break;
+    case ChecksumAlgo::kCrc64Nvme: f = {0x9A6C9329AC4BC9B5ull, 64}; break;
+    default: return std::nullopt;
+  }
+  const size_t bytes = ChecksumBytes(a);
+  if (raw_a.size() != bytes || raw_b.size() != bytes) return std::nullopt;
+  // With init and xorout both all ones, CRC(A B) = CRC(A) * x^(8 len B) + CRC(B).
+  const uint64_t combined = f.Mul(f.XPow(8 * len_b), FromBigEndian(raw_a)) ^ FromBigEndian(raw_b);
+  return BigEndian(combined, bytes);
+}
+
 }  // namespace openlake::s3

@@ -40,4 +40,10 @@ class Checksummer {
 // from `crc` (0 to start).
 uint64_t Crc64Nvme(const void* data, size_t len, uint64_t crc = 0);
 
+// The CRC (crc32, crc32c, crc64nvme) of A followed by B from the raw checksums of A and B and
+// the length of B: how a multipart object's full-object checksum follows from its parts'.
+// nullopt for the SHA algorithms, which do not combine, or raw checksums of the wrong size.
+std::optional<std::string> CombineCrc(ChecksumAlgo a, std::string_view raw_a,
+                                      std::string_view raw_b, uint64_t len_b);
+
 }  // namespace openlake::s3

@@ -210,8 +210,10 @@ io::Task<void> ListParts(Call& c) {
     w.Element("LastModified", FormatIsoTime(p.mod_time));
     w.Element("ETag", QuoteEtag(p.etag));
     w.Element("Size", std::to_string(p.size));
+    ChecksumElements(w, p.meta, /*with_type=*/false);
     w.Close();
   }
+  UploadChecksumElements(w, res->upload_meta);
   co_await c.Xml(200, w.Finish());
 }
 

@@ -14,23 +14,25 @@
 namespace openlake::s3 {
 namespace {
 
-std::string UploadId(const Route& r) {
-  const std::string* v = r.Param("uploadId");
-  return v ? *v : std::string();
-}
-
 }  // namespace
 
 io::Task<void> CreateMultipartUpload(Call& c) {
   store::PutOptions po;
   const bool options_ok = co_await WriteOptions(c, &po);
   if (!options_ok) co_return;
+  S3Error err;
+  if (!UploadChecksumFrom(c.req, &po, &err)) {
+    co_await c.Error(std::move(err));
+    co_return;
+  }
+  const std::map<std::string, std::string> meta = po.user_meta;
   absl::StatusOr<std::string> id =
       co_await c.store.CreateUpload(c.route.bucket, c.route.key, std::move(po));
   if (!id.ok()) {
     co_await c.Fail(id.status());
     co_return;
   }
+  AddUploadChecksumHeaders(c, meta);
   XmlWriter w("InitiateMultipartUploadResult");
   w.Element("Bucket", c.route.bucket);
   w.Element("Key", c.route.key);
@@ -119,12 +121,12 @@ io::Task<void> UploadPartCopy(Call& c) {
 io::Task<void> CompleteMultipartUpload(Call& c) {
   const bool supported = co_await WriteHeadersSupported(c, /*conditional=*/true);
   if (!supported) co_return;
-  store::WriteConditions when;
-  const bool conditions_ok = co_await WriteConditionsOf(c, &when);
+  store::CompleteOptions options;
+  const bool conditions_ok = co_await WriteConditionsOf(c, &options.when);
   if (!conditions_ok) co_return;
   std::string doc;
   // Current SDKs send the whole object's checksum (x-amz-checksum-*, x-amz-checksum-type) with
-  // the completion: it is not the document's, and checksums are not kept, so it is not checked.
+  // the completion: it is not the document's (CompleteChecksum checks a full-object one).
   const bool have_doc =
       co_await ReadDocument(c, c.opts.max_xml_bytes, &doc, /*header_checksums=*/false);
   if (!have_doc) co_return;
@@ -135,11 +137,13 @@ io::Task<void> CompleteMultipartUpload(Call& c) {
                             "against our published schema: ", parsed.status().message()));
     co_return;
   }
+  const bool checksum_ok = co_await CompleteChecksum(c, *parsed, &options);
+  if (!checksum_ok) co_return;
   std::vector<store::CompletePart> parts;
   parts.reserve(parsed->size());
   for (CompletedPart& p : *parsed) parts.push_back(store::CompletePart{p.number, p.etag});
   absl::StatusOr<store::ObjectInfo> info = co_await c.store.CompleteUpload(
-      c.route.bucket, c.route.key, UploadId(c.route), std::move(parts), std::move(when));
+      c.route.bucket, c.route.key, UploadId(c.route), std::move(parts), std::move(options));
   if (!info.ok()) {
     co_await c.Fail(info.status());
     co_return;
@@ -149,6 +153,7 @@ io::Task<void> CompleteMultipartUpload(Call& c) {
   w.Element("Bucket", c.route.bucket);
   w.Element("Key", c.route.key);
   w.Element("ETag", QuoteEtag(info->etag));
+  ChecksumElements(w, info->user_meta, /*with_type=*/true);
   co_await c.Xml(200, w.Finish());
 }
 

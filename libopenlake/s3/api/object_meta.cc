@@ -95,6 +95,7 @@ void AddObjectHeaders(Call& c, const store::ObjectInfo& info) {
   hs.emplace_back("Content-Type",
                   info.content_type.empty() ? "application/octet-stream" : info.content_type);
   for (const auto& [name, value] : info.user_meta) {
+    if (IsChecksumMeta(name)) continue;  // answered by AddChecksumHeaders
     if (name.compare(0, kStdPrefix.size(), kStdPrefix) != 0) {
       hs.emplace_back(StrCat("x-amz-meta-", name), value);
       continue;

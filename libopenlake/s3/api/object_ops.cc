@@ -105,6 +105,9 @@ io::Task<void> PutObject(Call& c) {
 io::Task<void> GetObject(Call& c, bool head) {
   store::Conditions cond = ConditionsFrom(c.req);
   std::optional<store::RangeSpec> range = ParseRange(c.req.Value("range"));
+  // Checksums describe a whole object or part: a ranged read gets none, as from S3.
+  const int part = c.route.Has("partNumber") ? PartNumber(c.route) : 0;
+  const bool whole = !range;
   if (c.route.Has("partNumber")) {
     size_t parts_count = 0;
     const bool part_ok = co_await PartRange(c, cond, &range, &parts_count);
@@ -131,6 +134,7 @@ io::Task<void> GetObject(Call& c, bool head) {
       co_return;
     }
     AddObjectHeaders(c, *info);
+    if (whole) AddChecksumHeaders(c, *info, part);
     if (range) {
       c.ex.SetStatus(206);
       c.ex.AddHeader("Content-Range",
@@ -154,6 +158,7 @@ io::Task<void> GetObject(Call& c, bool head) {
   }
   store::ObjectReader& reader = **r;
   AddObjectHeaders(c, reader.info());
+  if (whole) AddChecksumHeaders(c, reader.info(), part);
   if (range) {
     c.ex.SetStatus(206);
     c.ex.AddHeader("Content-Range",

@@ -55,6 +55,7 @@ io::Task<std::optional<store::ObjectInfo>> WriteBody(Call& c, PayloadReader& bod
       co_return std::nullopt;
     }
   }
+  KeepBodyChecksum(body, w);
   co_return co_await Commit(c, w);
 }
 
@@ -100,6 +101,11 @@ io::Task<bool> BucketExists(Call& c) {
     co_return false;
   }
   co_return true;
+}
+
+std::string UploadId(const Route& r) {
+  const std::string* v = r.Param("uploadId");
+  return v ? *v : std::string();
 }
 
 int PartNumber(const Route& r) {

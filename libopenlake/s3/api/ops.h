@@ -8,6 +8,7 @@
 
 #include "s3/api/payload.h"
 #include "s3/api/service.h"
+#include "s3/api/xml.h"
 
 #include "openlake/io/task.h"
 #include "openlake/store/store.h"
@@ -27,6 +28,7 @@ io::Task<void> ListParts(Call& c);
 
 io::Task<void> PutObject(Call& c);
 io::Task<void> GetObject(Call& c, bool head);
+io::Task<void> GetObjectAttributes(Call& c);  // object_attributes.cc
 io::Task<void> CopyObject(Call& c);
 io::Task<void> DeleteObject(Call& c);
 io::Task<void> DeleteObjects(Call& c);
@@ -69,8 +71,36 @@ io::Task<bool> WriteConditionsOf(Call& c, store::WriteConditions* when);
 
 // partNumber of the query, 1..10000; 0 when missing or out of range (op_streams.cc).
 int PartNumber(const Route& r);
+// uploadId of the query ("" when missing).
+std::string UploadId(const Route& r);
 inline constexpr std::string_view kBadPartNumberMessage =
     "Part number must be an integer between 1 and 10000, inclusive";
+
+// Stored checksums (object_checksums.cc): kept in user metadata under "cks:" names.
+
+// True for those names (never answered as x-amz-meta-*).
+bool IsChecksumMeta(std::string_view name);
+// Whether an object's or part's metadata holds a checksum.
+bool HasStoredChecksum(const std::map<std::string, std::string>& meta);
+// The checksum the client sent and `body` matched, into the writer's metadata (before Commit).
+void KeepBodyChecksum(const PayloadReader& body, store::ObjectWriter& w);
+// CreateMultipartUpload's x-amz-checksum-algorithm and x-amz-checksum-type into the upload's
+// metadata; false with the S3 error (an unknown algorithm, a type it does not have).
+bool UploadChecksumFrom(const http::Request& req, store::PutOptions* po, S3Error* error);
+// The headers naming an upload's algorithm and type (CreateMultipartUpload's answer).
+void AddUploadChecksumHeaders(Call& c, const std::map<std::string, std::string>& meta);
+// With x-amz-checksum-mode: ENABLED, the object's stored checksum (or part `part`'s, > 0).
+void AddChecksumHeaders(Call& c, const store::ObjectInfo& info, int part);
+// <ChecksumCRC32>... (and <ChecksumType> when `with_type`) of an object's or part's metadata.
+void ChecksumElements(XmlWriter& w, const std::map<std::string, std::string>& meta,
+                      bool with_type);
+// <ChecksumAlgorithm> and <ChecksumType> of an upload's metadata (ListParts).
+void UploadChecksumElements(XmlWriter& w, const std::map<std::string, std::string>& meta);
+// The object's checksum a Complete derives from the parts' (when the upload was created with
+// an algorithm), into options->meta; false after answering an error (a part without its
+// checksum, a checksum that does not match the one listed or sent).
+io::Task<bool> CompleteChecksum(Call& c, const std::vector<CompletedPart>& listed,
+                                store::CompleteOptions* options);
 
 // Object metadata (object_meta.cc).
 

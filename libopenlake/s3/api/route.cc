@@ -13,7 +13,7 @@ constexpr std::string_view kBucketUnsupported[] = {
     "policy", "policyStatus", "publicAccessBlock", "replication", "requestPayment", "tagging",
     "versions", "website", "session"};
 constexpr std::string_view kObjectUnsupported[] = {
-    "acl", "attributes", "legal-hold", "restore", "retention", "select", "tagging", "torrent"};
+    "acl", "legal-hold", "restore", "retention", "select", "tagging", "torrent"};
 
 Route Fail(Route r, std::string code, int status, std::string message) {
   r.error_code = std::move(code);
@@ -68,6 +68,7 @@ std::string_view OpName(Op op) {
     case Op::kCompleteMultipartUpload: return "CompleteMultipartUpload";
     case Op::kAbortMultipartUpload: return "AbortMultipartUpload";
     case Op::kListParts: return "ListParts";
+    case Op::kGetObjectAttributes: return "GetObjectAttributes";
     case Op::kNotImplemented: return "NotImplemented";
   }
   return "NotImplemented";
@@ -153,7 +154,9 @@ Route RouteRequest(const http::Request& req, const RouteOptions& options) {
   }
   if (r.Has("versionId")) return NotImplemented(std::move(r), "object versions");
   const bool upload = r.Has("uploadId");
-  if (m == "GET") {
+  if (m == "GET" && r.Has("attributes")) {
+    r.op = Op::kGetObjectAttributes;
+  } else if (m == "GET") {
     r.op = upload ? Op::kListParts : Op::kGetObject;
   } else if (m == "HEAD") {
     r.op = Op::kHeadObject;

@@ -36,6 +36,7 @@ enum class Op {
   kCompleteMultipartUpload,
   kAbortMultipartUpload,
   kListParts,
+  kGetObjectAttributes,
   kNotImplemented,
 };
 

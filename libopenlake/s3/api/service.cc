@@ -137,6 +137,7 @@ io::Task<void> S3Service::Dispatch(Call& c) {
     case Op::kCopyObject: co_await CopyObject(c); break;
     case Op::kGetObject: co_await GetObject(c, false); break;
     case Op::kHeadObject: co_await GetObject(c, true); break;
+    case Op::kGetObjectAttributes: co_await GetObjectAttributes(c); break;
     case Op::kDeleteObject: co_await DeleteObject(c); break;
     case Op::kCreateMultipartUpload: co_await CreateMultipartUpload(c); break;
     case Op::kUploadPart: co_await UploadPart(c); break;

@@ -7,6 +7,8 @@
 
 #include <pugixml.hpp>
 
+#include "http/framing.h"
+
 namespace openlake::s3 {
 namespace {
 
@@ -126,7 +128,14 @@ absl::StatusOr<std::vector<CompletedPart>> ParseCompleteMultipartUpload(std::str
     }
     std::string etag = ChildText(p, "ETag");
     if (etag.empty()) return Malformed("a Part needs an ETag");
-    parts.push_back(CompletedPart{static_cast<int>(n), std::move(etag)});
+    CompletedPart part{static_cast<int>(n), std::move(etag), {}};
+    for (pugi::xml_node c : p.children()) {
+      const std::string_view name = c.name();
+      if (c.type() == pugi::node_element && name.substr(0, 8) == "Checksum" && name.size() > 8) {
+        part.checksums[http::AsciiLower(name.substr(8))] = c.text().as_string();
+      }
+    }
+    parts.push_back(std::move(part));
   }
   if (parts.empty()) return Malformed("no Part");
   return parts;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,9 +48,12 @@ std::string ErrorXml(std::string_view code, std::string_view message, std::strin
 struct CompletedPart {
   int number = 0;
   std::string etag;
+  // The part's checksums the client names (<ChecksumCRC32> ...): "crc32" → base64.
+  std::map<std::string, std::string> checksums;
 };
 
-// <CompleteMultipartUpload><Part><PartNumber/><ETag/></Part>...</CompleteMultipartUpload>.
+// <CompleteMultipartUpload><Part><PartNumber/><ETag/>[<ChecksumCRC32/>...]</Part>...
+// </CompleteMultipartUpload>.
 // The parts in document order (their order is checked by the engine: InvalidPartOrder).
 absl::StatusOr<std::vector<CompletedPart>> ParseCompleteMultipartUpload(std::string_view body);
 

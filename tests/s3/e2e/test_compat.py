@@ -3,9 +3,13 @@
 signed requests and checks the answer S3 gives.
 """
 
+import base64
 import gzip
+import hashlib
 import os
+import re
 import shutil
+import zlib
 from urllib.parse import quote as _quote, unquote
 
 import pytest
@@ -324,3 +328,147 @@ def test_longest_keys_round_trip(s3, bucket_name):
     for k in keys + ["x" * 1024]:
         s3.delete_object(Bucket=b, Key=k)
     assert s3.list_objects_v2(Bucket=b)["KeyCount"] == 0
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
+
+
+def _crc32(data: bytes) -> bytes:
+    return zlib.crc32(data).to_bytes(4, "big")
+
+
+def test_checksums_of_a_put_are_stored_and_returned(s3, server, bucket_name):
+    """The x-amz-checksum-* of a PUT (header or trailer) comes back on GET and HEAD with
+    x-amz-checksum-mode: ENABLED (not on ranged reads), and in GetObjectAttributes."""
+    b = bucket_name()
+    s3.create_bucket(Bucket=b)
+    data = os.urandom(100_000)
+    sums = {"CRC32": _b64(_crc32(data)), "SHA256": _b64(hashlib.sha256(data).digest()),
+            "SHA1": _b64(hashlib.sha1(data).digest())}
+    for algo, want in sums.items():
+        key = f"obj-{algo}"
+        put = s3.put_object(Bucket=b, Key=key, Body=data, ChecksumAlgorithm=algo)
+        assert put[f"Checksum{algo}"] == want
+        got = s3.get_object(Bucket=b, Key=key, ChecksumMode="ENABLED")
+        assert got[f"Checksum{algo}"] == want
+        assert got["Body"].read() == data
+        head = s3.head_object(Bucket=b, Key=key, ChecksumMode="ENABLED")
+        assert head[f"Checksum{algo}"] == want
+        hdrs = head["ResponseMetadata"]["HTTPHeaders"]
+        assert hdrs.get("x-amz-checksum-type") == "FULL_OBJECT"
+        assert f"x-amz-meta-cks:algo" not in hdrs
+        plain = s3.head_object(Bucket=b, Key=key)
+        assert f"Checksum{algo}" not in plain
+        ranged = s3.get_object(Bucket=b, Key=key, ChecksumMode="ENABLED", Range="bytes=0-9")
+        assert f"Checksum{algo}" not in ranged
+        attrs = s3.get_object_attributes(Bucket=b, Key=key,
+                                         ObjectAttributes=["ETag", "Checksum", "ObjectSize",
+                                                           "StorageClass"])
+        assert attrs["Checksum"][f"Checksum{algo}"] == want
+        assert attrs["ObjectSize"] == len(data)
+        assert attrs["ETag"] == put["ETag"].strip('"')
+        assert attrs["StorageClass"] == "STANDARD"
+    # A header-sent checksum (no trailer) is kept the same way.
+    status, _, body = raw_request(server, "PUT", f"/{b}/hdr", data,
+                                  {"x-amz-checksum-crc32": sums["CRC32"]})
+    assert status == 200, body
+    got = s3.head_object(Bucket=b, Key="hdr", ChecksumMode="ENABLED")
+    assert got["ChecksumCRC32"] == sums["CRC32"]
+    # No checksum sent: none stored or answered.
+    s3.put_object(Bucket=b, Key="none", Body=data)
+    assert "ChecksumCRC32" not in s3.head_object(Bucket=b, Key="none", ChecksumMode="ENABLED")
+    with pytest.raises(ClientError) as e:
+        s3.get_object_attributes(Bucket=b, Key="none", ObjectAttributes=["Bogus"])
+    assert error_code(e)[1] == 400
+
+
+def test_multipart_checksums_composite(s3, bucket_name):
+    """An upload created with a checksum algorithm keeps each part's checksum (ListParts,
+    GetObjectAttributes) and the object gets the COMPOSITE checksum: the checksum of the parts'
+    checksums, "-N"."""
+    b = bucket_name()
+    s3.create_bucket(Bucket=b)
+    parts_data = [os.urandom(5 << 20), os.urandom(1000)]
+    up = s3.create_multipart_upload(Bucket=b, Key="mp", ChecksumAlgorithm="SHA256")
+    assert up.get("ChecksumAlgorithm") == "SHA256"
+    uid = up["UploadId"]
+    parts = []
+    for i, d in enumerate(parts_data):
+        r = s3.upload_part(Bucket=b, Key="mp", UploadId=uid, PartNumber=i + 1, Body=d,
+                           ChecksumAlgorithm="SHA256")
+        assert r["ChecksumSHA256"] == _b64(hashlib.sha256(d).digest())
+        parts.append({"PartNumber": i + 1, "ETag": r["ETag"],
+                      "ChecksumSHA256": r["ChecksumSHA256"]})
+    listed = s3.list_parts(Bucket=b, Key="mp", UploadId=uid)
+    assert [p["ChecksumSHA256"] for p in listed["Parts"]] == [p["ChecksumSHA256"] for p in parts]
+    assert listed.get("ChecksumAlgorithm") == "SHA256"
+    done = s3.complete_multipart_upload(Bucket=b, Key="mp", UploadId=uid,
+                                        MultipartUpload={"Parts": parts})
+    raws = b"".join(hashlib.sha256(d).digest() for d in parts_data)
+    want = f"{_b64(hashlib.sha256(raws).digest())}-2"
+    assert done["ChecksumSHA256"] == want
+    head = s3.head_object(Bucket=b, Key="mp", ChecksumMode="ENABLED")
+    assert head["ChecksumSHA256"] == want
+    assert head["ResponseMetadata"]["HTTPHeaders"]["x-amz-checksum-type"] == "COMPOSITE"
+    part2 = s3.head_object(Bucket=b, Key="mp", ChecksumMode="ENABLED", PartNumber=2)
+    assert part2["ChecksumSHA256"] == parts[1]["ChecksumSHA256"]
+    attrs = s3.get_object_attributes(Bucket=b, Key="mp", ObjectAttributes=["ObjectParts",
+                                                                           "Checksum"])
+    assert attrs["Checksum"]["ChecksumSHA256"] == want
+    assert attrs["ObjectParts"]["TotalPartsCount"] == 2
+    assert [p["ChecksumSHA256"] for p in attrs["ObjectParts"]["Parts"]] == [
+        p["ChecksumSHA256"] for p in parts]
+    page = s3.get_object_attributes(Bucket=b, Key="mp", ObjectAttributes=["ObjectParts"],
+                                    MaxParts=1)
+    assert page["ObjectParts"]["IsTruncated"] is True
+    assert [p["PartNumber"] for p in page["ObjectParts"]["Parts"]] == [1]
+    # A part listed with a checksum other than its own is refused; the upload stays.
+    up2 = s3.create_multipart_upload(Bucket=b, Key="bad", ChecksumAlgorithm="CRC32")["UploadId"]
+    r = s3.upload_part(Bucket=b, Key="bad", UploadId=up2, PartNumber=1, Body=b"x" * 10,
+                       ChecksumAlgorithm="CRC32")
+    with pytest.raises(ClientError) as e:
+        s3.complete_multipart_upload(Bucket=b, Key="bad", UploadId=up2, MultipartUpload={
+            "Parts": [{"PartNumber": 1, "ETag": r["ETag"], "ChecksumCRC32": "AAAAAA=="}]})
+    assert error_code(e) == ("InvalidPart", 400)
+    s3.complete_multipart_upload(Bucket=b, Key="bad", UploadId=up2, MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": r["ETag"], "ChecksumCRC32": r["ChecksumCRC32"]}]})
+
+
+def test_multipart_checksums_full_object(server, s3, bucket_name):
+    """x-amz-checksum-type: FULL_OBJECT: the object's CRC is that of all its bytes, combined from
+    the parts' CRCs; one sent with the Complete must match (BadDigest otherwise)."""
+    b = bucket_name()
+    s3.create_bucket(Bucket=b)
+    datas = [os.urandom(5 << 20), os.urandom(777)]
+    status, hdrs, body = raw_request(server, "POST", f"/{b}/full?uploads", b"",
+                                     {"x-amz-checksum-algorithm": "CRC32",
+                                      "x-amz-checksum-type": "FULL_OBJECT"})
+    assert status == 200, body
+    assert hdrs.get("x-amz-checksum-type") == "FULL_OBJECT"
+    uid = re.search(rb"<UploadId>([^<]+)</UploadId>", body).group(1).decode()
+    etags = []
+    for i, d in enumerate(datas):
+        status, h, body = raw_request(server, "PUT", f"/{b}/full?partNumber={i + 1}&uploadId={uid}",
+                                      d, {"x-amz-checksum-crc32": _b64(_crc32(d))})
+        assert status == 200, body
+        etags.append(h["etag"])
+    doc = ("<CompleteMultipartUpload>" + "".join(
+        f"<Part><PartNumber>{i + 1}</PartNumber><ETag>{e}</ETag></Part>"
+        for i, e in enumerate(etags)) + "</CompleteMultipartUpload>").encode()
+    whole = _b64(_crc32(b"".join(datas)))
+    status, _, body = raw_request(server, "POST", f"/{b}/full?uploadId={uid}", doc,
+                                  {"x-amz-checksum-crc32": _b64(b"\0\0\0\0")})
+    assert (status, xml_code(body)) == (400, "BadDigest")
+    status, _, body = raw_request(server, "POST", f"/{b}/full?uploadId={uid}", doc,
+                                  {"x-amz-checksum-crc32": whole})
+    assert status == 200, body
+    assert f"<ChecksumCRC32>{whole}</ChecksumCRC32>".encode() in body
+    head = s3.head_object(Bucket=b, Key="full", ChecksumMode="ENABLED")
+    assert head["ChecksumCRC32"] == whole
+    assert head["ResponseMetadata"]["HTTPHeaders"]["x-amz-checksum-type"] == "FULL_OBJECT"
+    # SHA256 cannot be a full-object checksum of parts.
+    status, _, body = raw_request(server, "POST", f"/{b}/x?uploads", b"",
+                                  {"x-amz-checksum-algorithm": "SHA256",
+                                   "x-amz-checksum-type": "FULL_OBJECT"})
+    assert (status, xml_code(body)) == (400, "InvalidRequest")

@@ -90,6 +90,7 @@ struct BucketInfo {
 struct PartSummary {
   int number = 0;
   uint64_t size = 0;
+  std::map<std::string, std::string> meta;  // the part's own (ObjectWriter::SetMeta)
 };
 
 struct ObjectInfo {
@@ -114,6 +115,13 @@ struct WriteConditions {
   std::string if_match;        // the current object's ETag (quotes optional; "*": any object);
                                // NoSuchKey when there is none
 };
+// CompleteUpload's options: the conditions, and user metadata the completed object gets on top
+// of the upload's (a checksum the caller derived from the parts').
+struct CompleteOptions {
+  WriteConditions when;
+  std::map<std::string, std::string> meta;
+};
+
 // Whether `w` asks for anything. (A free function: as a member of WriteConditions, g++ 12
 // crashed compiling store/reader.cc with -g -Wall.)
 inline bool Conditional(const WriteConditions& w) { return w.if_none_match || !w.if_match.empty(); }
@@ -178,6 +186,7 @@ struct PartInfo {
   std::string etag;
   uint64_t size = 0;
   absl::Time mod_time;
+  std::map<std::string, std::string> meta;  // the part's own (ObjectWriter::SetMeta)
 };
 
 struct CompletePart {
@@ -189,6 +198,7 @@ struct ListPartsResult {
   std::vector<PartInfo> parts;
   bool truncated = false;
   int next_marker = 0;
+  std::map<std::string, std::string> upload_meta;  // the upload's user metadata
 };
 
 struct ListUploadsOptions {
@@ -288,6 +298,9 @@ class OL_EXPORT ObjectWriter {
   // was. For a part, the returned info carries the part's ETag and size.
   virtual io::Task<absl::StatusOr<ObjectInfo>> Commit() = 0;
   virtual uint64_t bytes_written() const = 0;
+  // User metadata known only once the body has been read (a checksum sent as a trailer),
+  // stored with the object, or with the part (PartInfo::meta); before Commit.
+  virtual void SetMeta(std::string name, std::string value) = 0;
 };
 
 // Streams one object (or a byte range of it) out, verified: every shard block is checked
@@ -403,11 +416,11 @@ class OL_EXPORT Store {
   // Validates the list (ascending numbers, each part present with that ETag, every part but
   // the last at least min_part_size) and commits the object atomically by linking the parts'
   // shard files (no data is copied). After a failure the upload is intact and the call can be
-  // repeated; repeated after a success, it answers that success again. `when`: checked under
-  // the object's lock (PreconditionFailed).
+  // repeated; repeated after a success, it answers that success again. `options.when`: checked
+  // under the object's lock (PreconditionFailed).
   virtual io::Task<absl::StatusOr<ObjectInfo>> CompleteUpload(
       std::string bucket, std::string key, std::string upload_id,
-      std::vector<CompletePart> parts, WriteConditions when) = 0;
+      std::vector<CompletePart> parts, CompleteOptions options) = 0;
 
   // ---- Healing.
   // Rebuilds every object under `prefix` in `bucket` ("" and "": every bucket) whose drives
