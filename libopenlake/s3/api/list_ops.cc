@@ -125,7 +125,7 @@ io::Task<void> ListObjects(Call& c, bool v2) {
     w.Element("ETag", QuoteEtag(o.etag));
     w.Element("Size", std::to_string(o.size));
     if (fetch_owner) Owner(w, c);
-    w.Element("StorageClass", "STANDARD");
+    w.Element("StorageClass", StorageClassOf(o));
     w.Close();
   }
   CommonPrefixes(w, res->common_prefixes, enc);

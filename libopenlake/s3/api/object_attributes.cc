@@ -107,7 +107,7 @@ io::Task<void> GetObjectAttributes(Call& c) {
     w.Element("IsTruncated", truncated ? "true" : "false");
     w.Close();
   }
-  if (want.count("StorageClass") != 0) w.Element("StorageClass", "STANDARD");
+  if (want.count("StorageClass") != 0) w.Element("StorageClass", StorageClassOf(*info));
   if (want.count("ObjectSize") != 0) w.Element("ObjectSize", std::to_string(info->size));
   co_await c.Xml(200, w.Finish());
 }

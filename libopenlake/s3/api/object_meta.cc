@@ -61,7 +61,7 @@ std::string UnsupportedWriteHeader(const http::Request& req, bool conditional) {
     if (n == "x-amz-acl") {
       if (h.value != "private" && h.value != "bucket-owner-full-control") return h.name;
     } else if (n == "x-amz-storage-class") {
-      if (h.value != "STANDARD") return h.name;
+      if (h.value != "STANDARD" && h.value != "REDUCED_REDUNDANCY") return h.name;
     } else if (n.substr(0, 12) == "x-amz-grant-" ||
                n.substr(0, 28) == "x-amz-server-side-encryption" ||
                n.substr(0, 17) == "x-amz-object-lock" || n == "x-amz-tagging" ||
@@ -72,6 +72,21 @@ std::string UnsupportedWriteHeader(const http::Request& req, bool conditional) {
     }
   }
   return "";
+}
+
+std::string StorageClassOf(const store::ObjectInfo& info) {
+  auto it = info.user_meta.find(std::string(kStorageClassMeta));
+  return it == info.user_meta.end() ? "STANDARD" : it->second;
+}
+
+void SetStorageClass(const http::Request& req, std::map<std::string, std::string>* meta) {
+  const std::string_view sc = req.Value("x-amz-storage-class");
+  if (sc.empty()) return;
+  if (sc == "STANDARD") {
+    meta->erase(std::string(kStorageClassMeta));
+  } else {
+    (*meta)[std::string(kStorageClassMeta)] = std::string(sc);
+  }
 }
 
 bool PutOptionsFrom(const http::Request& req, store::PutOptions* out, S3Error* error) {
@@ -87,6 +102,7 @@ bool PutOptionsFrom(const http::Request& req, store::PutOptions* out, S3Error* e
     std::string value = name == "content-encoding" ? StoredContentEncoding(h->value) : h->value;
     if (!value.empty()) out->user_meta[StrCat(kStdPrefix, name)] = std::move(value);
   }
+  SetStorageClass(req, &out->user_meta);
   return true;
 }
 
@@ -96,6 +112,10 @@ void AddObjectHeaders(Call& c, const store::ObjectInfo& info) {
                   info.content_type.empty() ? "application/octet-stream" : info.content_type);
   for (const auto& [name, value] : info.user_meta) {
     if (IsChecksumMeta(name)) continue;  // answered by AddChecksumHeaders
+    if (name == kStorageClassMeta) {
+      hs.emplace_back("x-amz-storage-class", value);  // S3 names only classes but STANDARD
+      continue;
+    }
     if (name.compare(0, kStdPrefix.size(), kStdPrefix) != 0) {
       hs.emplace_back(StrCat("x-amz-meta-", name), value);
       continue;

@@ -207,6 +207,21 @@ io::Task<void> CopyObject(Call& c) {
       co_return;
     }
   }
+  if (!replace && c.req.Find("x-amz-storage-class") != nullptr) {
+    // COPY with another storage class: the source's metadata, the class changed (S3 takes
+    // this onto the object itself too).
+    store::Conditions none;
+    absl::StatusOr<store::ObjectInfo> src =
+        co_await c.store.StatObject(src_bucket, src_key, std::move(none));
+    if (!src.ok()) {
+      co_await c.Fail(src.status());
+      co_return;
+    }
+    replace.emplace();
+    replace->content_type = src->content_type;
+    replace->user_meta = src->user_meta;
+    SetStorageClass(c.req, &replace->user_meta);
+  }
   if (src_bucket == c.route.bucket && src_key == c.route.key && !replace) {
     co_await c.Error("InvalidRequest", 400,
                      "This copy request is illegal because it is trying to copy an object to "

@@ -104,6 +104,14 @@ io::Task<bool> CompleteChecksum(Call& c, const std::vector<CompletedPart>& liste
 
 // Object metadata (object_meta.cc).
 
+// The storage class a write asked for other than STANDARD, kept in user metadata under this
+// name (REDUCED_REDUNDANCY is the one other class taken).
+inline constexpr std::string_view kStorageClassMeta = "sc:class";
+// The object's storage class ("STANDARD" unless another was asked for).
+std::string StorageClassOf(const store::ObjectInfo& info);
+// x-amz-storage-class of the request into `meta` (STANDARD removes another class).
+void SetStorageClass(const http::Request& req, std::map<std::string, std::string>* meta);
+
 // A request header this server does not honour on writes (ACL grants, SSE, object lock,
 // tagging, other storage classes; conditional writes unless `conditional`), named; "" when
 // there is none.

@@ -472,3 +472,38 @@ def test_multipart_checksums_full_object(server, s3, bucket_name):
                                   {"x-amz-checksum-algorithm": "SHA256",
                                    "x-amz-checksum-type": "FULL_OBJECT"})
     assert (status, xml_code(body)) == (400, "InvalidRequest")
+
+
+def test_storage_classes(s3, server, bucket_name):
+    """x-amz-storage-class STANDARD and REDUCED_REDUNDANCY are taken on PUT, multipart uploads
+    and copies, and reported by HEAD, listings and GetObjectAttributes; a class this store has
+    not is refused, never ignored."""
+    b = bucket_name()
+    s3.create_bucket(Bucket=b)
+    s3.put_object(Bucket=b, Key="rrs", Body=b"r", StorageClass="REDUCED_REDUNDANCY")
+    s3.put_object(Bucket=b, Key="std", Body=b"s", StorageClass="STANDARD")
+    assert s3.head_object(Bucket=b, Key="rrs")["StorageClass"] == "REDUCED_REDUNDANCY"
+    assert "StorageClass" not in s3.head_object(Bucket=b, Key="std")  # S3 omits STANDARD
+    listed = {o["Key"]: o["StorageClass"] for o in s3.list_objects_v2(Bucket=b)["Contents"]}
+    assert listed == {"rrs": "REDUCED_REDUNDANCY", "std": "STANDARD"}
+    attrs = s3.get_object_attributes(Bucket=b, Key="rrs", ObjectAttributes=["StorageClass"])
+    assert attrs["StorageClass"] == "REDUCED_REDUNDANCY"
+    # A copy onto itself that changes only the class is allowed, and keeps the metadata.
+    s3.put_object(Bucket=b, Key="meta", Body=b"m", ContentType="text/x-test",
+                  Metadata={"colour": "blue"})
+    s3.copy_object(Bucket=b, Key="meta", CopySource={"Bucket": b, "Key": "meta"},
+                   StorageClass="REDUCED_REDUNDANCY")
+    head = s3.head_object(Bucket=b, Key="meta")
+    assert head["StorageClass"] == "REDUCED_REDUNDANCY"
+    assert head["ContentType"] == "text/x-test" and head["Metadata"] == {"colour": "blue"}
+    s3.copy_object(Bucket=b, Key="meta", CopySource={"Bucket": b, "Key": "meta"},
+                   StorageClass="STANDARD")
+    assert "StorageClass" not in s3.head_object(Bucket=b, Key="meta")
+    up = s3.create_multipart_upload(Bucket=b, Key="mp", StorageClass="REDUCED_REDUNDANCY")
+    r = s3.upload_part(Bucket=b, Key="mp", UploadId=up["UploadId"], PartNumber=1, Body=b"p")
+    s3.complete_multipart_upload(Bucket=b, Key="mp", UploadId=up["UploadId"], MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": r["ETag"]}]})
+    assert s3.head_object(Bucket=b, Key="mp")["StorageClass"] == "REDUCED_REDUNDANCY"
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket=b, Key="cold", Body=b"c", StorageClass="GLACIER")
+    assert error_code(e) == ("NotImplemented", 501)
