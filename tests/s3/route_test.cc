@@ -113,7 +113,9 @@ TEST_CASE("routing: refusals and what is not implemented", "[s3][route]") {
     }
   }
   CHECK(R("PUT", "/bkt?versioning").op == Op::kNotImplemented);
-  CHECK(R("POST", "/bkt").op == Op::kNotImplemented);
+  CHECK(R("POST", "/bkt").op == Op::kPostObject);  // a form upload (PostObject checks the form)
+  CHECK(R("GET", "/bkt/k?attributes").op == Op::kGetObjectAttributes);
+  CHECK(R("HEAD", "/bkt/k?attributes").op == Op::kHeadObject);
 }
 
 }  // namespace

@@ -29,6 +29,8 @@ io::Task<void> ListParts(Call& c);
 io::Task<void> PutObject(Call& c);
 io::Task<void> GetObject(Call& c, bool head);
 io::Task<void> GetObjectAttributes(Call& c);  // object_attributes.cc
+// A browser form upload, authenticated by its signed policy (post_object.cc).
+io::Task<void> PostObject(Call& c);
 io::Task<void> CopyObject(Call& c);
 io::Task<void> DeleteObject(Call& c);
 io::Task<void> DeleteObjects(Call& c);

@@ -69,6 +69,7 @@ std::string_view OpName(Op op) {
     case Op::kAbortMultipartUpload: return "AbortMultipartUpload";
     case Op::kListParts: return "ListParts";
     case Op::kGetObjectAttributes: return "GetObjectAttributes";
+    case Op::kPostObject: return "PostObject";
     case Op::kNotImplemented: return "NotImplemented";
   }
   return "NotImplemented";
@@ -140,7 +141,7 @@ Route RouteRequest(const http::Request& req, const RouteOptions& options) {
     } else if (m == "POST" && r.Has("delete")) {
       r.op = Op::kDeleteObjects;
     } else if (m == "POST") {
-      return NotImplemented(std::move(r), "POST object uploads (HTML forms)");
+      r.op = Op::kPostObject;
     } else {
       return Fail(std::move(r), "MethodNotAllowed", 405,
                   "The specified method is not allowed against this resource.");

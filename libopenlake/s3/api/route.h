@@ -37,6 +37,7 @@ enum class Op {
   kAbortMultipartUpload,
   kListParts,
   kGetObjectAttributes,
+  kPostObject,  // a browser form upload (POST /bucket, multipart/form-data)
   kNotImplemented,
 };
 

@@ -90,6 +90,10 @@ io::Task<void> S3Service::Process(Call& c) {
     co_await c.Error(c.route.error_code, c.route.error_status, c.route.error_message);
     co_return;
   }
+  if (c.route.op == Op::kPostObject) {
+    co_await PostObject(c);  // the form carries its own signature
+    co_return;
+  }
   const CredentialSet& creds = opts_.credentials;
   const SigV4Request signed_req{c.req.method, path, query, &c.req.headers};
   const SecretLookup secrets = [&creds](std::string_view key) { return creds.SecretOf(key); };
@@ -138,6 +142,7 @@ io::Task<void> S3Service::Dispatch(Call& c) {
     case Op::kGetObject: co_await GetObject(c, false); break;
     case Op::kHeadObject: co_await GetObject(c, true); break;
     case Op::kGetObjectAttributes: co_await GetObjectAttributes(c); break;
+    case Op::kPostObject: co_await PostObject(c); break;
     case Op::kDeleteObject: co_await DeleteObject(c); break;
     case Op::kCreateMultipartUpload: co_await CreateMultipartUpload(c); break;
     case Op::kUploadPart: co_await UploadPart(c); break;

@@ -492,4 +492,34 @@ std::string TrailerSignature(const SigV4Result& auth, std::string_view previous_
   return Sign(auth.signing_key, sts);
 }
 
+SigV4Result VerifyPostPolicySigV4(std::string_view credential, std::string_view amz_date,
+                                  std::string_view policy_base64, std::string_view signature,
+                                  const SecretLookup& secrets) {
+  Credential cred;
+  if (!ParseCredential(credential, &cred) || cred.service != "s3") {
+    return AuthError("InvalidArgument", 400, "x-amz-credential is malformed");
+  }
+  const std::optional<int64_t> t = ParseAmzDate(amz_date);
+  if (!t || amz_date.substr(0, 8) != cred.date) {
+    return AuthError("InvalidArgument", 400,
+                     "x-amz-date is malformed or not the day of x-amz-credential");
+  }
+  const std::optional<std::string> secret = secrets(cred.access_key);
+  if (!secret) {
+    return AuthError("InvalidAccessKeyId", 403,
+                     "The AWS Access Key Id you provided does not exist in our records.");
+  }
+  const std::string expected = Sign(DeriveSigningKey(*secret, cred), policy_base64);
+  if (!SameSignature(expected, http::AsciiLower(signature))) {
+    return AuthError("SignatureDoesNotMatch", 403,
+                     "The request signature we calculated does not match the signature you "
+                     "provided. Check your key and signing method.");
+  }
+  SigV4Result r;
+  r.access_key = cred.access_key;
+  r.region = cred.region;
+  r.amz_date = std::string(amz_date);
+  return r;
+}
+
 }  // namespace openlake::s3

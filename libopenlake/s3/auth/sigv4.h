@@ -62,6 +62,13 @@ struct SigV4Result {
 SigV4Result VerifySigV4(const SigV4Request& req, const SecretLookup& secrets, int64_t now_unix,
                         const SigV4Options& options = SigV4Options());
 
+// A POST upload's form (docs/s3.md, "POST uploads"): the signature of the base64 policy under
+// x-amz-credential and x-amz-date. On success: access_key, region, amz_date; the policy itself
+// (expiry, conditions) is the caller's to check.
+SigV4Result VerifyPostPolicySigV4(std::string_view credential, std::string_view amz_date,
+                                  std::string_view policy_base64, std::string_view signature,
+                                  const SecretLookup& secrets);
+
 // Payload forms of x-amz-content-sha256.
 inline constexpr std::string_view kUnsignedPayload = "UNSIGNED-PAYLOAD";
 inline constexpr std::string_view kStreamingPayload = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD";

@@ -507,3 +507,77 @@ def test_storage_classes(s3, server, bucket_name):
     with pytest.raises(ClientError) as e:
         s3.put_object(Bucket=b, Key="cold", Body=b"c", StorageClass="GLACIER")
     assert error_code(e) == ("NotImplemented", 501)
+
+
+def _form(fields, file_bytes, filename="upload.bin", boundary="----openlake-test-7f3a"):
+    """A multipart/form-data body: the fields in order, then the file."""
+    out = b""
+    for name, value in fields.items():
+        out += (f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n"
+                f"{value}\r\n").encode()
+    out += (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
+            f"filename=\"{filename}\"\r\nContent-Type: application/octet-stream\r\n\r\n").encode()
+    out += file_bytes + f"\r\n--{boundary}--\r\n".encode()
+    return out, f"multipart/form-data; boundary={boundary}"
+
+
+def _post(server, bucket, fields, file_bytes, **kw):
+    body, ctype = _form(fields, file_bytes, **kw)
+    from conftest import send
+    return send(server, "POST", f"/{bucket}", body,
+                {"Content-Type": ctype, "Host": f"127.0.0.1:{server.port}"})
+
+
+def test_post_policy_uploads(s3, server, bucket_name):
+    """Browser form uploads (POST /bucket) with a SigV4-signed policy, as boto3's
+    generate_presigned_post makes them: the conditions are enforced, a field the policy does
+    not name is refused, and the upload lands with its metadata."""
+    b = bucket_name()
+    s3.create_bucket(Bucket=b)
+    conditions = [["starts-with", "$key", "uploads/"], ["content-length-range", 1, 1000],
+                  {"success_action_status": "201"}, ["starts-with", "$Content-Type", "image/"],
+                  {"x-amz-meta-owner": "alice"}]
+    post = s3.generate_presigned_post(
+        Bucket=b, Key="uploads/${filename}",
+        Fields={"success_action_status": "201", "Content-Type": "image/png",
+                "x-amz-meta-owner": "alice"},
+        Conditions=conditions, ExpiresIn=600)
+    fields = dict(post["fields"])
+    status, hdrs, body = _post(server, b, fields, b"\x89PNG" + b"x" * 100, filename="cat.png")
+    assert status == 201, body
+    assert b"<Key>uploads/cat.png</Key>" in body
+    got = s3.get_object(Bucket=b, Key="uploads/cat.png")
+    assert got["Body"].read() == b"\x89PNG" + b"x" * 100
+    assert got["ContentType"] == "image/png" and got["Metadata"] == {"owner": "alice"}
+    assert hdrs["etag"] == got["ETag"]
+
+    # Too large for content-length-range: refused, nothing stored.
+    status, _, body = _post(server, b, fields, b"y" * 1001, filename="big.png")
+    assert (status, xml_code(body)) == (400, "EntityTooLarge")
+    assert raw_request(server, "HEAD", f"/{b}/uploads/big.png")[0] == 404
+    # A condition that fails, a field the policy does not name, a bad signature.
+    bad = dict(fields, **{"Content-Type": "text/html"})
+    status, _, body = _post(server, b, bad, b"z")
+    assert (status, xml_code(body)) == (403, "AccessDenied"), body
+    extra = dict(fields, **{"x-amz-meta-extra": "1"})
+    status, _, body = _post(server, b, extra, b"z")
+    assert (status, xml_code(body)) == (403, "AccessDenied") and b"Extra input fields" in body
+    forged = dict(fields, **{"x-amz-signature": "0" * 64})
+    status, _, body = _post(server, b, forged, b"z")
+    assert (status, xml_code(body)) == (403, "SignatureDoesNotMatch")
+    # An expired policy; no file; not a form; no signature at all.
+    old = s3.generate_presigned_post(Bucket=b, Key="uploads/old", ExpiresIn=-10)
+    status, _, body = _post(server, b, dict(old["fields"]), b"z")
+    assert (status, xml_code(body)) == (403, "AccessDenied") and b"expired" in body
+    from conftest import send
+    status, _, body = send(server, "POST", f"/{b}", b"a=b",
+                           {"Content-Type": "application/x-www-form-urlencoded"})
+    assert (status, xml_code(body)) == (412, "PreconditionFailed")
+    status, _, body = _post(server, b, {"key": "uploads/anon"}, b"z")
+    assert (status, xml_code(body)) == (403, "AccessDenied")
+    assert raw_request(server, "HEAD", f"/{b}/uploads/anon")[0] == 404
+    # Without success_action_status: 204.
+    plain = s3.generate_presigned_post(Bucket=b, Key="plain.bin", ExpiresIn=600)
+    status, _, body = _post(server, b, dict(plain["fields"]), b"plain bytes")
+    assert status == 204, body
+    assert s3.get_object(Bucket=b, Key="plain.bin")["Body"].read() == b"plain bytes"

@@ -370,7 +370,6 @@ def test_wrong_region(server, canary_bucket, presigned):
     ("GET", "/{b}?acl"),           # Process: NotImplemented (bucket sub-resource)
     ("GET", "/{b}?versions"),      # Process: NotImplemented (object versions listing)
     ("PUT", "/{b}?versioning"),    # Process: NotImplemented (versioning changes)
-    ("POST", "/{b}"),              # Process: NotImplemented (HTML form uploads)
     ("GET", "/{b}/canary?tagging"),  # Process: NotImplemented (object sub-resource)
     ("GET", "/{b}/canary?versionId=3"),  # Process: NotImplemented (versionId)
 ])
