@@ -40,8 +40,9 @@ io::Task<void> FailCondition(Call& c, const absl::Status& st) {
 
 // A GET's or HEAD's partNumber=N: the byte range of part N (a single PUT has part 1 only), and
 // the object's part count for x-amz-mp-parts-count (0 for a single PUT); false after answering
-// an error.
-io::Task<bool> PartRange(Call& c, const store::Conditions& cond,
+// an error. `cond` gains the version's ETag, so that the read that follows gets that version's
+// part or fails, never another version's bytes.
+io::Task<bool> PartRange(Call& c, store::Conditions* cond,
                          std::optional<store::RangeSpec>* range, size_t* parts_count) {
   const int n = PartNumber(c.route);
   if (n == 0) {
@@ -53,7 +54,7 @@ io::Task<bool> PartRange(Call& c, const store::Conditions& cond,
                      "Cannot specify both Range header and partNumber query parameter");
     co_return false;
   }
-  store::Conditions stat_cond = cond;
+  store::Conditions stat_cond = *cond;
   absl::StatusOr<store::ObjectInfo> info =
       co_await c.store.StatObject(c.route.bucket, c.route.key, std::move(stat_cond));
   if (!info.ok()) {
@@ -64,6 +65,7 @@ io::Task<bool> PartRange(Call& c, const store::Conditions& cond,
     co_await c.Fail(info.status());
     co_return false;
   }
+  if (cond->if_match.empty()) cond->if_match = info->etag;
   uint64_t first = 0, size = info->size;
   *parts_count = info->parts.size();
   if (!info->parts.empty()) {
@@ -110,7 +112,7 @@ io::Task<void> GetObject(Call& c, bool head) {
   const bool whole = !range;
   if (c.route.Has("partNumber")) {
     size_t parts_count = 0;
-    const bool part_ok = co_await PartRange(c, cond, &range, &parts_count);
+    const bool part_ok = co_await PartRange(c, &cond, &range, &parts_count);
     if (!part_ok) co_return;
     if (parts_count > 0) c.ex.AddHeader("x-amz-mp-parts-count", std::to_string(parts_count));
   }
