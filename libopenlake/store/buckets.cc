@@ -18,7 +18,7 @@ int Majority(int total) { return total / 2 + 1; }
 
 }  // namespace
 
-io::Task<absl::Status> Engine::MakeBucket(std::string bucket) {
+io::Task<absl::Status> Engine::MakeBucket(std::string bucket, std::string owner) {
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
   LockGuard lock = co_await locks_.Lock(StrCat("b:", bucket), true);
   const int total = static_cast<int>(drives_.size());
@@ -35,6 +35,7 @@ io::Task<absl::Status> Engine::MakeBucket(std::string bucket) {
   pb::BucketMeta meta;
   meta.set_name(bucket);
   meta.set_created_ns(NowNs());
+  meta.set_owner(owner);
   const std::string record = EncodeRecord(RecordType::kBucketMeta, meta);
   int ok = 0;
   std::vector<Drive*> made;
@@ -78,6 +79,7 @@ io::Task<absl::StatusOr<BucketInfo>> Engine::StatBucket(std::string bucket) {
       pb::BucketMeta meta;
       if (bytes.ok() && DecodeRecord(RecordType::kBucketMeta, *bytes, &meta).ok()) {
         info.created = FromNs(meta.created_ns());
+        info.owner = meta.owner();
         have_time = true;
       }
     }

@@ -124,7 +124,8 @@ class Engine final : public Store {
   int write_quorum() const override { return write_quorum_; }
   std::string deployment_id() const override { return deployment_id_; }
 
-  io::Task<absl::Status> MakeBucket(std::string bucket) override;
+  using Store::MakeBucket;
+  io::Task<absl::Status> MakeBucket(std::string bucket, std::string owner) override;
   io::Task<absl::Status> DeleteBucket(std::string bucket) override;
   io::Task<absl::StatusOr<BucketInfo>> StatBucket(std::string bucket) override;
   io::Task<absl::StatusOr<std::vector<BucketInfo>>> ListBuckets() override;

@@ -20,7 +20,13 @@ io::Task<void> ListBuckets(Call& c) {
   w.Element("DisplayName", c.auth.access_key);
   w.Close();
   w.Open("Buckets");
+  const std::string me = c.OwnerId();
   for (const store::BucketInfo& b : *buckets) {
+    // Only the caller's own buckets (the first user's hold those made before owners).
+    const std::string owner = b.owner.empty() && !c.opts.credentials.keys.empty()
+                                  ? OwnerIdOf(c.opts.credentials.keys.front().access_key)
+                                  : b.owner;
+    if (owner != me) continue;
     w.Open("Bucket");
     w.Element("Name", b.name);
     w.Element("CreationDate", FormatIsoTime(b.created));
@@ -57,21 +63,36 @@ io::Task<void> CreateBucket(Call& c) {
       co_return;
     }
   }
-  const absl::Status st = co_await c.store.MakeBucket(c.route.bucket);
-  // Re-creating your own bucket succeeds in us-east-1 and leaves its contents alone, as S3
-  // does there; elsewhere it is BucketAlreadyOwnedByYou.
-  const bool recreated = store::ErrorKindOf(st) == store::ErrorKind::kBucketExists &&
-                         c.opts.region == "us-east-1";
+  const std::string me = c.OwnerId();
+  const absl::Status st = co_await c.store.MakeBucket(c.route.bucket, me);
+  const bool exists = store::ErrorKindOf(st) == store::ErrorKind::kBucketExists;
+  if (exists) {
+    // Another user's bucket: BucketAlreadyExists. Re-creating your own succeeds in us-east-1
+    // and leaves its contents alone, as S3 does there; elsewhere it is BucketAlreadyOwnedByYou.
+    std::optional<std::string> owner = co_await BucketOwner(c, c.route.bucket);
+    if (owner && *owner != me) {
+      co_await c.Error("BucketAlreadyExists", 409,
+                       "The requested bucket name is not available. The bucket namespace is "
+                       "shared by all users of the system. Please select a different name and "
+                       "try again.");
+      co_return;
+    }
+  }
+  const bool recreated = exists && c.opts.region == "us-east-1";
   if (!st.ok() && !recreated) {
     co_await c.Fail(st);
     co_return;
   }
+  if (st.ok()) c.owners->Set(c.route.bucket, me);
   c.ex.AddHeader("Location", StrCat("/", c.route.bucket));
   co_await c.Empty(200);
 }
 
 io::Task<void> DeleteBucket(Call& c) {
   const absl::Status st = co_await c.store.DeleteBucket(c.route.bucket);
+  if (st.ok() || store::ErrorKindOf(st) == store::ErrorKind::kNoSuchBucket) {
+    c.owners->Forget(c.route.bucket);
+  }
   if (!st.ok()) {
     co_await c.Fail(st);
     co_return;

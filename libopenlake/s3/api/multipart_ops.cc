@@ -68,6 +68,8 @@ io::Task<void> UploadPartCopy(Call& c) {
     co_await c.Error(std::move(err));
     co_return;
   }
+  const bool may_read = co_await MayUseBucket(c, src_bucket);  // the source is a bucket too
+  if (!may_read) co_return;
   store::GetOptions go;
   go.conditions = ConditionsFrom(c.req, "x-amz-copy-source-");
   if (const http::Header* h = c.req.Find("x-amz-copy-source-range")) {

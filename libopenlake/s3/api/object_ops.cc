@@ -196,6 +196,8 @@ io::Task<void> CopyObject(Call& c) {
     co_await c.Error(std::move(err));
     co_return;
   }
+  const bool may_read = co_await MayUseBucket(c, src_bucket);  // the source is a bucket too
+  if (!may_read) co_return;
   const std::string_view directive = c.req.Value("x-amz-metadata-directive");
   if (!directive.empty() && directive != "COPY" && directive != "REPLACE") {
     co_await c.Error("InvalidArgument", 400, "Unknown metadata directive.");

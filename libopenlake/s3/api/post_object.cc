@@ -200,6 +200,9 @@ io::Task<void> PostObject(Call& c) {
     co_await c.Error("AuthorizationQueryParametersError", 400, std::move(message));
     co_return;
   }
+  c.owner_id = OwnerIdOf(c.auth.access_key);
+  const bool may = co_await MayUseBucket(c, c.route.bucket);
+  if (!may) co_return;
   std::string why;
   std::optional<Policy> policy = ParsePolicy(*policy_b64, &why);
   if (!policy) {

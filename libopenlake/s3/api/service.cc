@@ -46,7 +46,9 @@ io::Task<void> Call::Empty(int status) {
   (void)co_await ex.Respond("");
 }
 
-std::string Call::OwnerId() const { return Sha256Hex(StrCat("openlake-owner:", auth.access_key)); }
+std::string Call::OwnerId() const {
+  return owner_id.empty() ? OwnerIdOf(auth.access_key) : owner_id;
+}
 
 S3Service::S3Service(store::Store& store, ServiceOptions options)
     : store_(store), opts_(std::move(options)), metrics_(opts_.reactors) {}
@@ -69,7 +71,7 @@ std::string S3Service::ErrorBody(int status, std::string_view why, std::string* 
 
 io::Task<void> S3Service::Handle(http::Exchange& ex) {
   const absl::Time start = absl::Now();
-  Call c{ex, ex.request(), store_, opts_, {}, {}, NewRequestId(), {}};
+  Call c{ex, ex.request(), store_, opts_, {}, {}, NewRequestId(), {}, &owners_, {}};
   ex.AddHeader("x-amz-request-id", c.request_id);
   ex.AddHeader("x-amz-id-2", c.request_id);
   ex.AddHeader("Server", "OpenLake");
@@ -115,6 +117,14 @@ io::Task<void> S3Service::Process(Call& c) {
                                  c.auth.region, "' is wrong; expecting '", opts_.region, "'");
     co_await c.Error(code, 400, std::move(message));
     co_return;
+  }
+  c.owner_id = OwnerIdOf(c.auth.access_key);
+  // A bucket is its owner's alone (ListBuckets and CreateBucket look at owners themselves).
+  const bool bucket_op = c.route.op != Op::kListBuckets && c.route.op != Op::kCreateBucket &&
+                         c.route.op != Op::kNotImplemented;
+  if (bucket_op) {
+    const bool may = co_await MayUseBucket(c, c.route.bucket);
+    if (!may) co_return;
   }
   if (c.route.op == Op::kNotImplemented) {
     co_await c.Error("NotImplemented", 501,

@@ -10,6 +10,7 @@
 #include "http/server.h"
 #include "s3/api/errors.h"
 #include "s3/api/metrics.h"
+#include "s3/api/owners.h"
 #include "s3/api/route.h"
 #include "s3/auth/credentials.h"
 #include "s3/auth/sigv4.h"
@@ -38,6 +39,8 @@ struct Call {
   SigV4Result auth;
   std::string request_id;
   std::string resource;  // the path, for error bodies
+  BucketOwners* owners = nullptr;  // the service's cache of bucket owners
+  std::string owner_id;            // the caller's, once authenticated
 
   // An S3 error: status, XML body (none for HEAD).
   io::Task<void> Error(S3Error e);
@@ -46,7 +49,7 @@ struct Call {
   io::Task<void> Fail(const absl::Status& st);
   io::Task<void> Xml(int status, std::string body);
   io::Task<void> Empty(int status);
-  // The owner every listing shows: an id derived from the access key, and the key as name.
+  // The caller's owner id (OwnerIdOf its access key); the key is its display name.
   std::string OwnerId() const;
 };
 
@@ -70,6 +73,7 @@ class S3Service {
   store::Store& store_;
   ServiceOptions opts_;
   S3Metrics metrics_;
+  BucketOwners owners_;
 };
 
 }  // namespace openlake::s3

@@ -581,3 +581,66 @@ def test_post_policy_uploads(s3, server, bucket_name):
     status, _, body = _post(server, b, dict(plain["fields"]), b"plain bytes")
     assert status == 204, body
     assert s3.get_object(Bucket=b, Key="plain.bin")["Body"].read() == b"plain bytes"
+
+
+BOB_KEY = "OLE2EBOBACCESSKEY002"
+BOB_SECRET = "bob-secret-key-0123456789abcdefghijklmnopq"
+
+
+def test_users_own_their_buckets(tmp_path, bucket_name):
+    """Each [[credentials]] entry is a user: a bucket is its maker's, and another user can
+    neither list, read, write, copy from, delete nor take it (BucketAlreadyExists), nor see it
+    in ListBuckets."""
+    root = tmp_path / "two-users"
+    root.mkdir()
+    srv = Server(root)
+    srv.config.write_text(srv.config.read_text() + "[[credentials]]\n"
+                          f'access_key = "{BOB_KEY}"\nsecret_key = "{BOB_SECRET}"\n')
+    srv.start()
+    try:
+        alice = make_client(srv)
+        bob = make_client(srv, access_key=BOB_KEY, secret_key=BOB_SECRET)
+        a, b = bucket_name("alice"), bucket_name("bob")
+        alice.create_bucket(Bucket=a)
+        alice.put_object(Bucket=a, Key="secret.txt", Body=b"alice's", ACL="private")
+        bob.create_bucket(Bucket=b)
+        bob.put_object(Bucket=b, Key="mine", Body=b"bob's")
+        assert [x["Name"] for x in alice.list_buckets()["Buckets"]] == [a]
+        assert [x["Name"] for x in bob.list_buckets()["Buckets"]] == [b]
+        up = bob.create_multipart_upload(Bucket=b, Key="mp")["UploadId"]
+        refused = [
+            lambda: bob.get_object(Bucket=a, Key="secret.txt"),
+            lambda: bob.head_object(Bucket=a, Key="secret.txt"),
+            lambda: bob.list_objects_v2(Bucket=a),
+            lambda: bob.put_object(Bucket=a, Key="secret.txt", Body=b"bob was here"),
+            lambda: bob.delete_object(Bucket=a, Key="secret.txt"),
+            lambda: bob.delete_objects(Bucket=a, Delete={"Objects": [{"Key": "secret.txt"}]}),
+            lambda: bob.copy_object(Bucket=b, Key="stolen",
+                                    CopySource={"Bucket": a, "Key": "secret.txt"}),
+            lambda: bob.upload_part_copy(Bucket=b, Key="mp", UploadId=up, PartNumber=1,
+                                         CopySource={"Bucket": a, "Key": "secret.txt"}),
+            lambda: bob.create_multipart_upload(Bucket=a, Key="x"),
+            lambda: bob.head_bucket(Bucket=a),
+            lambda: bob.delete_bucket(Bucket=a),
+            lambda: alice.get_object(Bucket=b, Key="mine"),
+        ]
+        for call in refused:
+            with pytest.raises(ClientError) as e:
+                call()
+            assert error_code(e)[1] == 403, e.value.response
+        with pytest.raises(ClientError) as e:
+            bob.create_bucket(Bucket=a)
+        assert error_code(e) == ("BucketAlreadyExists", 409)
+        assert alice.get_object(Bucket=a, Key="secret.txt")["Body"].read() == b"alice's"
+        assert [o["Key"] for o in alice.list_objects_v2(Bucket=a)["Contents"]] == ["secret.txt"]
+        with pytest.raises(ClientError) as e:
+            bob.head_object(Bucket=b, Key="stolen")
+        assert error_code(e)[1] == 404
+        # A deleted bucket's name is free again, for anyone.
+        bob.abort_multipart_upload(Bucket=b, Key="mp", UploadId=up)
+        bob.delete_object(Bucket=b, Key="mine")
+        bob.delete_bucket(Bucket=b)
+        alice.create_bucket(Bucket=b)
+        assert [x["Name"] for x in alice.list_buckets()["Buckets"]] == sorted([a, b])
+    finally:
+        assert srv.stop() == 0

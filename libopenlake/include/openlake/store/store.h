@@ -85,6 +85,7 @@ OL_EXPORT std::string_view ErrorKindName(ErrorKind k);
 struct BucketInfo {
   std::string name;
   absl::Time created;
+  std::string owner;  // the owner's id; "" for a bucket made before buckets had owners
 };
 
 struct PartSummary {
@@ -370,7 +371,11 @@ class OL_EXPORT Store {
   virtual std::string deployment_id() const = 0;
 
   // ---- Buckets.
-  virtual io::Task<absl::Status> MakeBucket(std::string bucket) = 0;
+  // `owner`: the id kept as the bucket's owner (BucketInfo::owner).
+  virtual io::Task<absl::Status> MakeBucket(std::string bucket, std::string owner) = 0;
+  io::Task<absl::Status> MakeBucket(std::string bucket) {
+    return MakeBucket(std::move(bucket), std::string());
+  }
   // Only an empty bucket (in-progress multipart uploads are aborted with it).
   virtual io::Task<absl::Status> DeleteBucket(std::string bucket) = 0;
   virtual io::Task<absl::StatusOr<BucketInfo>> StatBucket(std::string bucket) = 0;
