@@ -315,6 +315,31 @@ TEST_CASE("keys that look like paths are ordinary keys and never leave the bucke
   CHECK(*f.Get("bkt", "dir/") == "");
 }
 
+namespace {
+std::vector<std::string> Keys(const store::ListResult& r) {
+  std::vector<std::string> out;
+  for (const auto& o : r.objects) out.push_back(o.key);
+  return out;
+}
+
+// Every key of a bucket, listed in pages of `per_page` with markers; each page but the last
+// must be full.
+std::vector<std::string> PagedKeys(StoreFixture& f, const std::string& bucket, int per_page) {
+  std::vector<std::string> paged;
+  store::ListOptions page;
+  page.max_keys = per_page;
+  for (int i = 0; i < 40; ++i) {
+    auto r = f.List(bucket, page);
+    REQUIRE(r.ok());
+    for (auto& k : Keys(*r)) paged.push_back(k);
+    if (!r->truncated) break;
+    CHECK(r->objects.size() == static_cast<size_t>(per_page));
+    page.marker = r->next_marker;
+  }
+  return paged;
+}
+}  // namespace
+
 TEST_CASE("keys with segments longer than a file name round-trip and list in order",
           "[store]") {
   StoreFixture f(4);
@@ -337,9 +362,7 @@ TEST_CASE("keys with segments longer than a file name round-trip and list in ord
   std::sort(sorted.begin(), sorted.end());
   auto all = f.List("bkt", {});
   REQUIRE(all.ok());
-  std::vector<std::string> listed;
-  for (const auto& o : all->objects) listed.push_back(o.key);
-  CHECK(listed == sorted);
+  CHECK(Keys(*all) == sorted);
   store::ListOptions o;
   o.delimiter = "/";
   o.prefix = a200;
@@ -349,31 +372,13 @@ TEST_CASE("keys with segments longer than a file name round-trip and list in ord
   CHECK(under->common_prefixes ==
         std::vector<std::string>{a200 + "/", a200 + std::string(300, 'b') + "/"});
   // Pages of one walk the pieces in order too.
-  std::vector<std::string> paged;
-  store::ListOptions page;
-  page.max_keys = 1;
-  for (int i = 0; i < 20; ++i) {
-    auto r = f.List("bkt", page);
-    REQUIRE(r.ok());
-    for (const auto& obj : r->objects) paged.push_back(obj.key);
-    if (!r->truncated) break;
-    page.marker = r->next_marker;
-  }
-  CHECK(paged == sorted);
+  CHECK(PagedKeys(f, "bkt", 1) == sorted);
   for (const auto& k : keys) REQUIRE(f.Delete("bkt", k).ok());
   CHECK(f.List("bkt", {})->objects.empty());
   for (int d = 0; d < 4; ++d) {
     CHECK(std::filesystem::is_empty(f.drive_path(d) + "/bkt"));
   }
 }
-
-namespace {
-std::vector<std::string> Keys(const store::ListResult& r) {
-  std::vector<std::string> out;
-  for (const auto& o : r.objects) out.push_back(o.key);
-  return out;
-}
-}  // namespace
 
 TEST_CASE("listing: sorted, prefixes, delimiters, markers, merged across sets", "[store]") {
   StoreFixture f(8, 4, 2, 16 << 10);  // two sets of RS(2+2)
@@ -440,18 +445,7 @@ TEST_CASE("listing: sorted, prefixes, delimiters, markers, merged across sets", 
   CHECK(std::find(dk.begin(), dk.end(), "a-b") == dk.end());
 
   // Pages of 3 with markers cover everything once, in order.
-  std::vector<std::string> paged;
-  store::ListOptions page;
-  page.max_keys = 3;
-  for (int i = 0; i < 20; ++i) {
-    auto r = f.List("bkt", page);
-    REQUIRE(r.ok());
-    for (auto& k : Keys(*r)) paged.push_back(k);
-    if (!r->truncated) break;
-    CHECK(r->objects.size() == 3);
-    page.marker = r->next_marker;
-  }
-  CHECK(paged == sorted);
+  CHECK(PagedKeys(f, "bkt", 3) == sorted);
   // Pages with a delimiter: prefixes count, and are not repeated.
   std::vector<std::string> seen;
   store::ListOptions pd;

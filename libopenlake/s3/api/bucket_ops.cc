@@ -22,11 +22,7 @@ io::Task<void> ListBuckets(Call& c) {
   w.Open("Buckets");
   const std::string me = c.OwnerId();
   for (const store::BucketInfo& b : *buckets) {
-    // Only the caller's own buckets (the first user's hold those made before owners).
-    const std::string owner = b.owner.empty() && !c.opts.credentials.keys.empty()
-                                  ? OwnerIdOf(c.opts.credentials.keys.front().access_key)
-                                  : b.owner;
-    if (owner != me) continue;
+    if (OwnerOf(c, b) != me) continue;  // only the caller's own buckets
     w.Open("Bucket");
     w.Element("Name", b.name);
     w.Element("CreationDate", FormatIsoTime(b.created));

@@ -43,7 +43,7 @@ io::Task<void> CreateMultipartUpload(Call& c) {
 io::Task<void> UploadPart(Call& c) {
   const int n = PartNumber(c.route);
   if (n == 0) {
-    co_await c.Error("InvalidArgument", 400, std::string(kBadPartNumberMessage));
+    co_await FailBadPartNumber(c);
     co_return;
   }
   PayloadReader body(c.ex, c.auth);
@@ -59,7 +59,7 @@ io::Task<void> UploadPart(Call& c) {
 io::Task<void> UploadPartCopy(Call& c) {
   const int n = PartNumber(c.route);
   if (n == 0) {
-    co_await c.Error("InvalidArgument", 400, std::string(kBadPartNumberMessage));
+    co_await FailBadPartNumber(c);
     co_return;
   }
   std::string src_bucket, src_key;

@@ -1,6 +1,7 @@
 // Object operations: PutObject, GetObject, HeadObject, CopyObject, DeleteObject,
 // DeleteObjects (see ops.h). Bodies stream through: a PUT's bytes go to the engine's writer
 // as they arrive, a GET's come from its reader as the client takes them.
+#include <algorithm>
 #include <cstddef>
 
 #include "absl/types/span.h"
@@ -20,14 +21,14 @@ std::string_view Chars(absl::Span<const std::byte> b) {
   return std::string_view(reinterpret_cast<const char*>(b.data()), b.size());
 }
 
-bool ConditionFailed(const absl::Status& st) {
+// A GET's or HEAD's failed read. S3's 304 and 412 for a failed condition carry the object's
+// ETag and Last-Modified (caches revalidate with them), read again without the conditions.
+io::Task<void> FailRead(Call& c, const absl::Status& st) {
   const store::ErrorKind kind = store::ErrorKindOf(st);
-  return kind == store::ErrorKind::kNotModified || kind == store::ErrorKind::kPreconditionFailed;
-}
-
-// A GET's or HEAD's failed condition: S3's 304 and 412 carry the object's ETag and
-// Last-Modified (caches revalidate with them), read again without the conditions.
-io::Task<void> FailCondition(Call& c, const absl::Status& st) {
+  if (kind != store::ErrorKind::kNotModified && kind != store::ErrorKind::kPreconditionFailed) {
+    co_await c.Fail(st);
+    co_return;
+  }
   store::Conditions none;
   absl::StatusOr<store::ObjectInfo> info =
       co_await c.store.StatObject(c.route.bucket, c.route.key, std::move(none));
@@ -46,7 +47,7 @@ io::Task<bool> PartRange(Call& c, store::Conditions* cond,
                          std::optional<store::RangeSpec>* range, size_t* parts_count) {
   const int n = PartNumber(c.route);
   if (n == 0) {
-    co_await c.Error("InvalidArgument", 400, std::string(kBadPartNumberMessage));
+    co_await FailBadPartNumber(c);
     co_return false;
   }
   if (c.req.Find("range") != nullptr) {
@@ -58,26 +59,19 @@ io::Task<bool> PartRange(Call& c, store::Conditions* cond,
   absl::StatusOr<store::ObjectInfo> info =
       co_await c.store.StatObject(c.route.bucket, c.route.key, std::move(stat_cond));
   if (!info.ok()) {
-    if (ConditionFailed(info.status())) {
-      co_await FailCondition(c, info.status());
-      co_return false;
-    }
-    co_await c.Fail(info.status());
+    co_await FailRead(c, info.status());
     co_return false;
   }
   if (cond->if_match.empty()) cond->if_match = info->etag;
-  uint64_t first = 0, size = info->size;
   *parts_count = info->parts.size();
-  if (!info->parts.empty()) {
-    if (static_cast<size_t>(n) > info->parts.size()) {
-      co_await c.Error("InvalidPartNumber", 416, "The requested partnumber is not satisfiable");
-      co_return false;
-    }
-    for (int i = 0; i + 1 < n; ++i) first += info->parts[static_cast<size_t>(i)].size;
-    size = info->parts[static_cast<size_t>(n - 1)].size;
-  } else if (n != 1) {
+  if (static_cast<size_t>(n) > std::max<size_t>(info->parts.size(), 1)) {
     co_await c.Error("InvalidPartNumber", 416, "The requested partnumber is not satisfiable");
     co_return false;
+  }
+  uint64_t first = 0, size = info->size;
+  if (!info->parts.empty()) {
+    for (int i = 0; i + 1 < n; ++i) first += info->parts[static_cast<size_t>(i)].size;
+    size = info->parts[static_cast<size_t>(n - 1)].size;
   }
   if (size > 0) {
     range->emplace();
@@ -120,11 +114,7 @@ io::Task<void> GetObject(Call& c, bool head) {
     absl::StatusOr<store::ObjectInfo> info =
         co_await c.store.StatObject(c.route.bucket, c.route.key, std::move(cond));
     if (!info.ok()) {
-      if (ConditionFailed(info.status())) {
-        co_await FailCondition(c, info.status());
-        co_return;
-      }
-      co_await c.Fail(info.status());
+      co_await FailRead(c, info.status());
       co_return;
     }
     uint64_t first = 0;
@@ -151,11 +141,7 @@ io::Task<void> GetObject(Call& c, bool head) {
   absl::StatusOr<std::unique_ptr<store::ObjectReader>> r =
       co_await c.store.OpenObject(c.route.bucket, c.route.key, std::move(go));
   if (!r.ok()) {
-    if (ConditionFailed(r.status())) {
-      co_await FailCondition(c, r.status());
-      co_return;
-    }
-    co_await c.Fail(r.status());
+    co_await FailRead(c, r.status());
     co_return;
   }
   store::ObjectReader& reader = **r;

@@ -117,6 +117,11 @@ int PartNumber(const Route& r) {
   return n;
 }
 
+io::Task<void> FailBadPartNumber(Call& c) {
+  std::string message = "Part number must be an integer between 1 and 10000, inclusive";
+  co_await c.Error("InvalidArgument", 400, std::move(message));
+}
+
 io::Task<bool> WriteHeadersSupported(Call& c, bool conditional) {
   const std::string h = UnsupportedWriteHeader(c.req, conditional);
   if (h.empty()) co_return true;

@@ -73,10 +73,10 @@ io::Task<bool> WriteConditionsOf(Call& c, store::WriteConditions* when);
 
 // partNumber of the query, 1..10000; 0 when missing or out of range (op_streams.cc).
 int PartNumber(const Route& r);
+// Answers 400 InvalidArgument for a partNumber PartNumber refused.
+io::Task<void> FailBadPartNumber(Call& c);
 // uploadId of the query ("" when missing).
 std::string UploadId(const Route& r);
-inline constexpr std::string_view kBadPartNumberMessage =
-    "Part number must be an integer between 1 and 10000, inclusive";
 
 // Stored checksums (object_checksums.cc): kept in user metadata under "cks:" names.
 

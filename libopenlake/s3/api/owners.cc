@@ -31,6 +31,11 @@ void BucketOwners::Forget(std::string_view bucket) {
   owners_.erase(std::string(bucket));
 }
 
+std::string OwnerOf(const Call& c, const store::BucketInfo& bucket) {
+  if (!bucket.owner.empty() || c.opts.credentials.keys.empty()) return bucket.owner;
+  return OwnerIdOf(c.opts.credentials.keys.front().access_key);
+}
+
 io::Task<std::optional<std::string>> BucketOwner(Call& c, std::string bucket) {
   if (c.owners != nullptr) {
     std::optional<std::string> cached = c.owners->Find(bucket);
@@ -38,10 +43,7 @@ io::Task<std::optional<std::string>> BucketOwner(Call& c, std::string bucket) {
   }
   absl::StatusOr<store::BucketInfo> info = co_await c.store.StatBucket(bucket);
   if (!info.ok()) co_return std::nullopt;
-  std::string owner = info->owner;
-  if (owner.empty() && !c.opts.credentials.keys.empty()) {
-    owner = OwnerIdOf(c.opts.credentials.keys.front().access_key);
-  }
+  std::string owner = OwnerOf(c, *info);
   if (c.owners != nullptr) c.owners->Set(bucket, owner);
   co_return owner;
 }

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 
 #include "openlake/io/task.h"
+#include "openlake/store/store.h"
 
 namespace openlake::s3 {
 
@@ -33,7 +34,9 @@ class BucketOwners {
   absl::flat_hash_map<std::string, std::string> owners_ ABSL_GUARDED_BY(mu_);
 };
 
-// The owner id of `bucket` (the first configured user's for a bucket without one); nullopt when
+// The owner id of a bucket as recorded, the first configured user's when it has none.
+std::string OwnerOf(const Call& c, const store::BucketInfo& bucket);
+// The owner id of `bucket` (OwnerOf, cached); nullopt when
 // the bucket does not exist or cannot be read now (the operation answers that itself).
 io::Task<std::optional<std::string>> BucketOwner(Call& c, std::string bucket);
 // True when the caller owns `bucket` or it does not exist; false after answering 403

@@ -206,7 +206,8 @@ io::Task<void> PostObject(Call& c) {
   std::string why;
   std::optional<Policy> policy = ParsePolicy(*policy_b64, &why);
   if (!policy) {
-    co_await c.Error("InvalidPolicyDocument", 400, StrCat("Invalid Policy: ", why));
+    std::string message = StrCat("Invalid Policy: ", why);
+    co_await c.Error("InvalidPolicyDocument", 400, std::move(message));
     co_return;
   }
   if (policy->expiration < absl::Now()) {
