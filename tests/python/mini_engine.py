@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
+import math
 import os
 import pickle
 import time
@@ -54,6 +55,7 @@ class FakeCacheConfig:
     cache_dtype: str = "auto"
     num_gpu_blocks: int = 64
     hash_block_size: Optional[int] = None
+    mamba_cache_mode: str = "none"
 
 
 @dataclasses.dataclass
@@ -106,6 +108,17 @@ class SlidingWindowSpec:
     num_kv_heads: int
     head_size: int
     sliding_window: int
+
+
+@dataclasses.dataclass(frozen=True)
+class MambaSpec:
+    """A Mamba2 layer's state, cached block by block ("align": the state after each block's
+    last token, when a computation ends there)."""
+    block_size: int
+    shapes: Tuple[Tuple[int, ...], ...]
+    dtypes: Tuple[Any, ...]
+    mamba_cache_mode: str = "align"
+    mamba_type: str = "mamba2"
 
 
 @dataclasses.dataclass
@@ -251,6 +264,12 @@ class SchedulerOutput:
 
 
 @dataclasses.dataclass
+class KVConnectorBlockState:
+    """vLLM 0.29's SchedulerOutput.kv_connector_block_state: Mamba states committed this step."""
+    boundary_state_offloads: Dict[str, List[Tuple[int, int, int]]]
+
+
+@dataclasses.dataclass
 class KVConnectorOutput:
     finished_sending: Optional[Set[str]] = None
     finished_recving: Optional[Set[str]] = None
@@ -279,6 +298,21 @@ MLA_DIM = 24  # latent width of the tiny MLA model (576 in DeepSeek)
 # Where workers keep their KV tensors: "cpu", or "cuda" to run every scenario through the GPU
 # data path (the connector then picks the torch copy engine).
 KV_DEVICE = os.environ.get("OPENLAKE_TEST_DEVICE", "cpu")
+
+
+# The Mamba model's layer 1: a Mamba2 mixer whose state is a conv state and an SSM state of two
+# dtypes, strided views into one buffer of padded pages, as vLLM allocates them.
+MAMBA_LAYER = "model.layers.1.mixer"
+STATES = (((3, 8), torch.float16), ((2, 4, 4), torch.float32))
+STATE_PAGE = 192  # 48 + 128 bytes, padded
+
+
+def expected_state(prefix_digest: bytes, rank: int) -> List[torch.Tensor]:
+    """The Mamba state after a token prefix (its digest), on one TP rank."""
+    seed = int.from_bytes(hashlib.blake2b(prefix_digest + b"state" + bytes([rank]),
+                                          digest_size=8).digest(), "little") >> 1
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(shape, generator=g).to(dtype) for shape, dtype in STATES]
 
 
 class FakeAttention:
@@ -342,6 +376,26 @@ class KVStore:
                 raise ValueError(layout)
             self.tensors[name] = t
 
+    def make_state_layer(self, layer: int, name: str, num_blocks: int) -> None:
+        """Turns `layer` into a Mamba layer named `name`: its cache is [conv, ssm] state."""
+        del self.tensors[self.names[layer]]
+        self.names[layer] = name
+        buf = torch.zeros(num_blocks, STATE_PAGE, dtype=torch.uint8, device=KV_DEVICE)
+        views, at = [], 0
+        for shape, dtype in STATES:
+            n = math.prod(shape) * torch.tensor([], dtype=dtype).element_size()
+            views.append(buf[:, at:at + n].view(dtype).unflatten(1, shape))
+            at += n
+        self._state_buffer = buf
+        self.tensors[name] = views
+
+    def write_state(self, layer: int, block_id: int, values: List[torch.Tensor]) -> None:
+        for t, v in zip(self.tensors[self.names[layer]], values):
+            t[block_id] = v.to(t.device)
+
+    def read_state(self, layer: int, block_id: int) -> List[torch.Tensor]:
+        return [t[block_id].cpu() for t in self.tensors[self.names[layer]]]
+
     def _where(self, block_id: int, offset: int) -> Tuple[int, int]:
         return block_id * self.r + offset // self.n, offset % self.n
 
@@ -374,6 +428,8 @@ class KVStore:
     def scribble(self, block_id: int) -> None:
         """Overwrites a block with garbage (what a new owner of a freed block does)."""
         for layer in range(len(self.names)):
+            if isinstance(self.tensors[self.names[layer]], list):
+                continue  # a Mamba layer's state
             for o in range(self.bs):
                 self.write(layer, block_id, o, torch.full((self.heads, self.c), 7.0,
                                                           dtype=torch.float16))
@@ -413,6 +469,8 @@ class Worker:
         self.heads = list(range(rank * heads, (rank + 1) * heads)) if not mc.use_mla else [0]
         self.kv = KVStore(engine.layout, mc.num_layers, cfg.cache_config.num_gpu_blocks,
                           cfg.cache_config.block_size, heads, mc.head_size)
+        if engine.mamba:
+            self.kv.make_state_layer(1, MAMBA_LAYER, cfg.cache_config.num_gpu_blocks)
         self.connector.register_kv_caches(self.kv.tensors)
 
     def step(self, out: SchedulerOutput, meta_blob: bytes) -> KVConnectorOutput:
@@ -463,9 +521,32 @@ class Worker:
             for rid, n in out.num_scheduled_tokens.items():
                 req = eng.requests[rid]
                 start = eng.step_start[rid]
+                if eng.mamba and layer == 1:
+                    self.step_state(req, start, start + n)
+                    continue
                 for pos in range(start, start + n):
                     self.write_token(req, layer, pos)
             self.connector.save_kv_layer(name, self.kv.tensors[name], FakeAttnMetadata())
+
+    def step_state(self, req: Request, start: int, end: int) -> None:
+        """The Mamba layer over tokens [start, end): reads the state after token `start` from
+        the block holding it (a loaded block when the prefix came from the pool: checked here),
+        writes the state after `end` into the running block, the last of the table."""
+        bs = self.engine.block_size
+        table = self.engine.table(req.request_id, 1)
+        digests = prefix_digests(req.all_token_ids[:end])
+        if start > 0:
+            block = table[(start - 1) // bs]
+            got = self.kv.read_state(1, block)
+            want = expected_state(digests[start - 1], self.rank)
+            if block == 0 or not all(torch.equal(a, b) for a, b in zip(got, want)):
+                self.engine.errors.append(f"{req.request_id}: worker {self.rank} read a wrong "
+                                          f"Mamba state at token {start} (block {block})")
+        state = expected_state(digests[-1], self.rank)
+        self.kv.write_state(1, table[(end - 1) // bs], state)
+        committed = self.engine.committed.get(req.request_id)
+        if committed is not None:
+            self.kv.write_state(1, committed, state)
 
     def write_token(self, req: Request, layer: int, pos: int) -> None:
         blocks = self.engine.table(req.request_id, layer)
@@ -501,11 +582,20 @@ class MiniEngine:
                  num_blocks: int = 64, block_size: int = 4, token_budget: int = 64,
                  kv_role: str = "kv_both", load_after_forward: bool = False,
                  use_mla: bool = False, prefix_caching: bool = False,
-                 window: Optional[int] = None, transfer_results: bool = True):
+                 window: Optional[int] = None, transfer_results: bool = True,
+                 mamba: bool = False, handoff: bool = False):
         """`window`: a hybrid model (vLLM's HMA): layer 0 full attention (group 0), layer 1 a
         sliding window of `window` tokens (group 1, its own block table, blocks out of the
-        window freed to vLLM's null block 0). `transfer_results`: the worker answers through
-        get_transfer_results (vLLM's newest runner) rather than get_finished."""
+        window freed to vLLM's null block 0). `mamba`: a hybrid whose layer 1 is a Mamba2 layer
+        (group 1: its conv and SSM state, cached in "align" mode as vLLM does: prefill chunks
+        end on block boundaries, the state after a chunk lands in the chunk's last block, the
+        blocks before the running one are freed); with `handoff` the engine also hands the
+        states it commits to the connector, as vLLM 0.29 does. `transfer_results`: the worker answers
+        through get_transfer_results (vLLM's newest runner) rather than get_finished."""
+        if handoff and not mamba:
+            raise ValueError("handoff is a Mamba model's")
+        if mamba and (window is not None or prefix_caching):
+            raise ValueError("the mini engine's Mamba model has no window and no local prefix cache")
         self.extra = dict(extra)
         self.layout = "mla" if use_mla else layout
         self.tp = tp
@@ -516,12 +606,23 @@ class MiniEngine:
         self.load_after_forward = load_after_forward
         self.use_mla = use_mla or layout == "mla"
         self.prefix_caching = prefix_caching
-        self.window = window
+        self.window = block_size if mamba else window
+        self.mamba = mamba
+        self.handoff = handoff
+        self.committed: Dict[str, int] = {}  # request -> block its state is committed to (handoff)
+        self.hybrid = mamba or window is not None
         self.transfer_results = transfer_results
         self.errors: List[str] = []
         self.root = none_hash()
         self.kv_cache_config = None
-        if window is not None:
+        if mamba:
+            names = ["model.layers.0.self_attn.attn", MAMBA_LAYER]
+            heads = FakeModelConfig().num_kv_heads // tp
+            self.kv_cache_config = KVCacheConfig(num_blocks, [], [
+                KVCacheGroupSpec([names[0]], FullAttentionSpec(block_size, heads, 8)),
+                KVCacheGroupSpec([names[1]], MambaSpec(block_size, tuple(s for s, _ in STATES),
+                                                       tuple(d for _, d in STATES)))])
+        elif window is not None:
             names = [f"model.layers.{i}.self_attn.attn" for i in range(2)]
             heads = FakeModelConfig().num_kv_heads // tp
             self.kv_cache_config = KVCacheConfig(num_blocks, [], [
@@ -541,9 +642,9 @@ class MiniEngine:
         self.remote_ready: Set[str] = set()
         self.req_blocks: Dict[str, List[int]] = {}
         # Hybrid: block 0 is vLLM's null block, in both groups.
-        self.free_blocks: List[int] = list(range(1 if window else 0, num_blocks))
+        self.free_blocks: List[int] = list(range(1 if self.hybrid else 0, num_blocks))
         self.win_blocks: Dict[str, List[int]] = {}  # group 1 (sliding window) block tables
-        self.win_free: List[int] = list(range(1, num_blocks)) if window else []
+        self.win_free: List[int] = list(range(1, num_blocks)) if self.hybrid else []
         self.win_held: Dict[str, List[int]] = {}
         self.events: List[Any] = []
         self.kv_stats: Any = None
@@ -570,25 +671,28 @@ class MiniEngine:
             kv_transfer_config=FakeKVTransferConfig(kv_role=self.kv_role,
                                                     kv_connector_extra_config=self.extra),
             cache_config=FakeCacheConfig(block_size=self.block_size, num_gpu_blocks=self.num_blocks,
-                                         enable_prefix_caching=self.prefix_caching),
+                                         enable_prefix_caching=self.prefix_caching,
+                                         mamba_cache_mode="align" if self.mamba else "none"),
             model_config=FakeModelConfig(use_mla=self.use_mla),
             parallel_config=FakeParallelConfig(tensor_parallel_size=self.tp, rank=rank),
             scheduler_config=FakeSchedulerConfig(max_num_batched_tokens=self.budget))
 
     def table(self, rid: str, layer: int) -> List[int]:
         """The block table a layer's KV of this request is in."""
-        if self.window is not None and layer == 1:
+        if self.hybrid and layer == 1:
             return self.win_blocks[rid]
         return self.req_blocks[rid]
 
     def needs(self, layer: int, pos: int, upto: int) -> bool:
         """Whether the token after `upto` attends position `pos` in this layer."""
-        return self.window is None or layer == 0 or pos >= upto - self.window
+        if not self.hybrid or layer == 0:
+            return True
+        return not self.mamba and pos >= upto - self.window
 
     def groups(self, rid: str) -> Tuple[List[int], ...]:
         """This request's block ids per KV-cache group, as vLLM hands them to the connector."""
         g0 = list(self.req_blocks.get(rid, []))
-        if self.window is None:
+        if not self.hybrid:
             return (g0,)
         return (g0, list(self.win_blocks.get(rid, [])))
 
@@ -617,7 +721,7 @@ class MiniEngine:
         groups = self.groups(rid)
         blocks = self.req_blocks.pop(rid, [])
         win = [b for b in self.win_blocks.pop(rid, []) if b]
-        if self.window is not None:
+        if self.hybrid:
             delay, _ = self.scheduler.request_finished_all_groups(req, groups)
         else:
             delay, _ = self.scheduler.request_finished(req, list(blocks))
@@ -645,18 +749,19 @@ class MiniEngine:
         need = -(-tokens // self.block_size) - len(have)
         if need <= 0:
             return True
-        if need > len(self.free_blocks) or (self.window is not None and need > len(self.win_free)):
+        if need > len(self.free_blocks) or (self.hybrid and need > len(self.win_free)):
             return False
         for _ in range(need):
             have.append(self.free_blocks.pop(0))
-            if self.window is not None:
+            if self.hybrid:
                 self.win_blocks.setdefault(rid, []).append(self.win_free.pop(0))
         return True
 
     def _skip_out_of_window(self) -> None:
         """vLLM's remove_skipped_blocks: a sliding-window group's blocks that no later token
-        reads go back to the pool, the table keeping the null block (0) in their place."""
-        if self.window is None:
+        reads (a Mamba group's: those before the block holding the running state) go back to
+        the pool, the table keeping the null block (0) in their place."""
+        if not self.hybrid:
             return
         for rid in self.running:
             req = self.requests[rid]
@@ -704,7 +809,8 @@ class MiniEngine:
             if rid not in self.running:  # preempted earlier in this loop
                 continue
             req = self.requests[rid]
-            n = min(budget, req.num_tokens - req.num_computed_tokens)
+            n = self._split(req, req.num_computed_tokens,
+                            min(budget, req.num_tokens - req.num_computed_tokens))
             if n <= 0:
                 continue
             before = len(self.req_blocks.get(rid, []))
@@ -724,7 +830,7 @@ class MiniEngine:
             cached.req_ids.append(rid)
             cached.new_token_ids.append([])
             cached.all_token_ids[rid] = list(req.all_token_ids)
-            if self.window is not None:
+            if self.hybrid:
                 cached.new_block_ids.append((new_ids, new_win) if new_ids else None)
             else:
                 cached.new_block_ids.append((new_ids,) if new_ids else None)
@@ -742,8 +848,9 @@ class MiniEngine:
             self.remote_ready.discard(rid)
             req.num_computed_tokens = min(self.loaded_upto.pop(rid), req.num_tokens - 1)
             self.scheduler.update_state_after_alloc(req, KVCacheBlocks(self.groups(rid)), 0)
-            n = min(budget, req.num_tokens - req.num_computed_tokens)
-            if not self._alloc(rid, req.num_computed_tokens + n):
+            n = self._split(req, req.num_computed_tokens,
+                            min(budget, req.num_tokens - req.num_computed_tokens))
+            if n <= 0 or not self._alloc(rid, req.num_computed_tokens + n):
                 self.remote_ready.add(rid)
                 continue
             self._schedule_new(req, n, new_reqs, scheduled)
@@ -766,7 +873,10 @@ class MiniEngine:
             if ext and local + ext >= req.num_tokens:
                 self.errors.append(f"{rid}: connector claimed the whole prompt ({local}+{ext})")
             computed = local + ext
-            n = 0 if (is_async and ext) else min(budget, req.num_tokens - computed)
+            n = 0 if (is_async and ext) else self._split(req, computed,
+                                                         min(budget, req.num_tokens - computed))
+            if n <= 0 and not (is_async and ext):
+                continue
             if not self._alloc(rid, computed + n):
                 self._free(self.req_blocks.pop(rid, []))
                 self._free_win(self.win_blocks.pop(rid, []))
@@ -787,13 +897,52 @@ class MiniEngine:
 
         out = SchedulerOutput(new_reqs, cached, scheduled, sum(scheduled.values()),
                               set(self.finished_ids), preempted_this_step)
+        if self.handoff:
+            out.kv_connector_block_state = KVConnectorBlockState(self._commit_states(scheduled))
         self.finished_ids = set()
         meta = self.scheduler.build_connector_meta(out)
         out.has_sync_kv_loads = any(not l.is_async for l in getattr(meta, "loads", []))
         blob = pickle.dumps(meta)  # metadata crosses a process boundary in vLLM
         outputs = [w.step(out, blob) for w in self.workers]
+        # A committed copy is only pinned for its step: the next owner scribbles over it.
+        for block in self.committed.values():
+            for w in self.workers:
+                w.kv.write_state(1, block, [torch.full(s, 9.0, dtype=d) for s, d in STATES])
+            self.win_free.append(block)
+        self.committed = {}
         self._update_from_output(out, outputs)
         return out.total_num_scheduled_tokens
+
+    def _commit_states(self, scheduled: Dict[str, int]) -> Dict[str, List[Tuple[int, int, int]]]:
+        """vLLM's hand-off of committed Mamba states (`handoff`): a step of a prompt's prefill
+        that ends on a boundary of two blocks commits the state there into a block of its own
+        (the workers copy it), offered as (group, block, boundary). Boundaries of one block only
+        are not committed, so a connector reading the table instead would store more."""
+        offers: Dict[str, List[Tuple[int, int, int]]] = {}
+        for rid, n in scheduled.items():
+            end = self.step_start[rid] + n
+            if end % (2 * self.block_size) or end > self.requests[rid].num_prompt_tokens:
+                continue
+            if not self.win_free:
+                continue
+            block = self.win_free.pop(0)
+            self.committed[rid] = block
+            offers[rid] = [(1, block, end)]
+        return offers
+
+    def _split(self, req: Request, computed: int, n: int) -> int:
+        """vLLM's _mamba_block_aligned_split (Mamba models, "align" mode): a prefill chunk ends
+        on a block boundary, and the prompt's last full block ends a chunk of its own, so that
+        the state at each boundary a chunk ends on is cached in that block."""
+        if not self.mamba or computed >= max(req.num_prompt_tokens, req.num_tokens - 1):
+            return n
+        bs = self.block_size
+        last = req.num_tokens - req.num_tokens % bs
+        if computed + n < last:
+            return n // bs * bs
+        if computed < last < computed + n:
+            return last - computed
+        return n
 
     def _schedule_new(self, req: Request, n: int, new_reqs: List[NewRequestData],
                       scheduled: Dict[str, int]) -> None:
@@ -847,7 +996,7 @@ class MiniEngine:
             failed |= o.failed_recving
         self.invalid_seen |= invalid
         self.failed_seen |= failed
-        if invalid and self.window is not None:
+        if invalid and self.hybrid:
             # vLLM raises: block ids are only unique within a group.
             self.errors.append(f"invalid_block_ids {sorted(invalid)} reported for a hybrid model")
         # Worker metadata and stats, aggregated across workers as vLLM's output aggregator does.

@@ -1,9 +1,10 @@
 """OpenLakeConnector on vLLM's newest connector interface (base.py at vLLM 00f4240), driven by
 the mini engine against a real openlaked: best-effort cache semantics, an engine that keeps
 stepping while async saves drain, finished requests' blocks waited for instead of preemption,
-failed async loads reported by request, a two-group hybrid model (full attention + sliding
-window), KV events, stats and Prometheus metrics, engines with different KV layouts side by
-side, and the method signatures against the newest base. Byte-exact as test_connector.py.
+failed async loads reported by request, two-group hybrid models (full attention + sliding
+window, full attention + Mamba state), KV events, stats and Prometheus metrics, engines with
+different KV layouts side by side, and the method signatures against the newest base.
+Byte-exact as test_connector.py.
 """
 
 import subprocess
@@ -161,6 +162,92 @@ def test_hybrid_failed_load_is_reported_by_request_never_by_block(daemon):
     run_ok(e)  # the engine's errors include any invalid_block_ids for a hybrid model
     assert "b" in e.failed_seen and not e.invalid_seen
     e.shutdown()
+
+
+def mamba_state_namespace(daemon):
+    """The namespace of the Mamba mini model's state group (group 1 of 2)."""
+    names = [s["name"] for s in pool(daemon).stats()["namespaces_detail"]
+             if "/g1of2-state-bs4" in s["name"]]
+    assert len(names) == 1, names
+    return names[0]
+
+
+def test_mamba_hybrid_loads_the_state_at_the_hit(daemon):
+    e = MiniEngine(extra(daemon), mamba=True, num_blocks=96)
+    assert [g.kind for g in e.scheduler._groups] == ["full", "state"]
+    p = prompt(150, 40)
+    e.add("a", p, max_tokens=2)
+    run_ok(e)
+    e.shutdown()
+    # Chunks of 64 tokens, then up to the prompt's last full block (148): the state was
+    # cached after tokens 64, 128 and 148, and only those three state blocks were saved.
+    c = pool(daemon)
+    state = c.find_namespace(mamba_state_namespace(daemon))
+    a_hashes = e.requests["a"].block_hashes
+    _, got = c.exists(state, [ol_keys.block_key(h) for h in a_hashes[:37]])
+    assert [i for i, v in enumerate(got) if v] == [15, 31, 36]
+    # A fresh engine hits at 148 tokens: 37 attention blocks and one state block, and its
+    # Mamba layer then reads the state after token 148 (the engine checks it).
+    f = MiniEngine(extra(daemon), mamba=True, num_blocks=96)
+    f.add("b", p + [1, 2, 3])
+    run_ok(f)
+    assert answer(f, "b") == (148, True)
+    stats = f.kv_stats.data
+    assert stats["loaded_blocks"] == 37 + 1 and stats["hit_tokens"] == 148
+    f.shutdown()
+
+
+def test_mamba_hits_only_where_a_state_was_cached(daemon):
+    e = MiniEngine(extra(daemon), mamba=True, num_blocks=96)
+    p = prompt(150, 41)
+    e.add("a", p)
+    run_ok(e)
+    # Sharing 70 tokens: attention blocks reach token 68, but the only state at or before it
+    # is the one after token 64. Sharing 40: no state at or before it, no hit (the blocks a
+    # chunk crossed were never saved, so no stale state can be loaded).
+    e.add("b", p[:70] + prompt(30, 42))
+    e.add("c", p[:40] + prompt(30, 43))
+    run_ok(e)
+    assert answer(e, "b") == (64, True)
+    assert answer(e, "c") == (0, False)
+    # The state block gone: the hit falls back to the previous cached state... of which there
+    # is none before 64, so the request computes its prefix.
+    c = pool(daemon)
+    state = c.find_namespace(mamba_state_namespace(daemon))
+    assert c.remove(state, [ol_keys.block_key(e.requests["a"].block_hashes[15])]) == 1
+    e.add("d", p[:70] + prompt(30, 44))
+    run_ok(e)
+    assert answer(e, "d") == (0, False)
+    e.shutdown()
+
+
+def test_mamba_states_vllm_hands_over_are_saved_from_the_hand_off(daemon):
+    # The engine commits a state only where a step ends on a boundary of two blocks (64, 128;
+    # not 148), into a block outside the request's table that is scribbled right after the
+    # step: the connector saves exactly those, from those blocks, in their step.
+    e = MiniEngine(extra(daemon), mamba=True, handoff=True, num_blocks=96)
+    p = prompt(150, 45)
+    a = e.add("a", p)
+    run_ok(e)
+    c = pool(daemon)
+    state = c.find_namespace(mamba_state_namespace(daemon))
+    _, got = c.exists(state, [ol_keys.block_key(h) for h in a.block_hashes[:37]])
+    assert [i for i, v in enumerate(got) if v] == [15, 31]
+    e.add("b", p + [1, 2, 3])
+    run_ok(e)  # the engine checks the state it reads after the load
+    assert answer(e, "b") == (128, True)
+    e.shutdown()
+
+
+def test_mamba_state_layout_is_the_pages_of_every_state_tensor():
+    from openlake_client.layout import plan_state_layout
+    from mini_engine import KVStore
+    kv = KVStore("flashinfer_nhd", 2, 8, 4, 2, 8)
+    kv.make_state_layer(1, "model.layers.1.mixer", 8)
+    layout = plan_state_layout({"model.layers.1.mixer": kv.tensors["model.layers.1.mixer"]}, 4)
+    assert layout.kind == "state" and layout.block_bytes == 48 + 128  # the padding is not stored
+    base = kv._state_buffer.data_ptr()
+    assert layout.pieces(3) == [(base + 3 * 192, 176)]
 
 
 # ---- Events, stats, metrics -----------------------------------------------------------------

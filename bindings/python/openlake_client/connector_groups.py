@@ -9,9 +9,14 @@ a prefix of N tokens is a hit when every group holds the blocks it needs to resu
   before N;
 - sliding window of W tokens: the blocks holding the last W tokens before N (the ones before
   them are never read again);
-- anything else (Mamba state, chunked-local attention): not stored; a model with such a group is
-  served by the connector but never loads (its requests compute their prefix), which is always
-  correct.
+- Mamba and linear-attention state, when vLLM caches it block by block (`mamba_cache_mode`
+  "align" or "all"): only block N/B - 1, which holds the recurrent state after token N (vLLM
+  copies it into the running block before the next token); the connector saves a state block
+  only in the step whose computation ends exactly on its boundary, the one moment vLLM's
+  running state is that block;
+- anything else (Mamba state without block caching, chunked-local attention): not stored; a
+  model with such a group is served by the connector but never loads (its requests compute
+  their prefix), which is always correct.
 
 Plain data and pure functions: the scheduler and the workers compute the same.
 """
@@ -24,13 +29,14 @@ from typing import Any, List, Optional, Sequence
 
 FULL = "full"
 WINDOW = "window"
+STATE = "state"
 UNSUPPORTED = "unsupported"
 
 
 @dataclasses.dataclass(frozen=True)
 class Group:
     index: int
-    kind: str                  # FULL, WINDOW or UNSUPPORTED
+    kind: str                  # FULL, WINDOW, STATE or UNSUPPORTED
     block_size: int            # tokens per block of this group
     window: int = 0            # WINDOW: tokens attended back
     layer_names: Optional[tuple] = None  # None: every layer (a single-group model)
@@ -42,12 +48,18 @@ class Group:
         if self.kind == WINDOW:
             first = max(0, tokens - self.window) // self.block_size
             return range(first, n)
+        if self.kind == STATE:
+            return range(max(0, n - 1), n)
         return range(0, n)
 
 
-def groups_of(kv_cache_config: Any, block_size: int) -> List[Group]:
+BLOCK_CACHED_STATE_MODES = ("align", "all")
+
+
+def groups_of(kv_cache_config: Any, block_size: int, mamba_cache_mode: str = "") -> List[Group]:
     """The groups of `kv_cache_config` (vLLM's KVCacheConfig); one full-attention group of
-    `block_size` when there is none (older vLLM, or a config without groups)."""
+    `block_size` when there is none (older vLLM, or a config without groups).
+    `mamba_cache_mode`: cache_config's, for a MambaSpec that does not carry its own."""
     groups = list(getattr(kv_cache_config, "kv_cache_groups", None) or [])
     if not groups:
         return [Group(0, FULL, block_size)]
@@ -60,6 +72,9 @@ def groups_of(kv_cache_config: Any, block_size: int) -> List[Group]:
         window = getattr(spec, "sliding_window", None)
         if spec_name == "SlidingWindowSpec" and window:
             kind = WINDOW
+        elif spec_name == "MambaSpec" and (str(getattr(spec, "mamba_cache_mode", "")
+                                               or mamba_cache_mode) in BLOCK_CACHED_STATE_MODES):
+            kind = STATE
         elif spec_name in ("", "FullAttentionSpec", "MLAAttentionSpec", "SinkFullAttentionSpec",
                            "TQFullAttentionSpec", "AttentionSpec"):
             kind = FULL  # a window kept as a field of a full spec still holds every block
@@ -100,7 +115,7 @@ def hit_tokens(groups: Sequence[Group], present: Sequence[Sequence[bool]], cap: 
     while tokens > 0:
         ok = True
         for g in groups:
-            if g.kind != WINDOW:
+            if g.kind not in (WINDOW, STATE):
                 continue
             need = g.needed(tokens)
             if len(need) and runs[g.index][need.stop - 1] < len(need):

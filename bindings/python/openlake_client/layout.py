@@ -9,6 +9,8 @@ block dimension, the tokens per kernel block and the byte ranges of one block ar
     FlashInfer, blocks-first (B, 2, N, H, D)   NHD or HND by strides
     MLA                      (B, N, C)
     K/V packed, standardized (B, H, N, C)      possibly strided views into one shared buffer
+    Mamba / linear attention [(B, ...), ...]   one state page per block, several tensors per
+                                               layer (conv and SSM state): plan_state_layout
 
 A scheduler block of `block_size` tokens may span r = block_size / N kernel blocks. An OpenLake
 block is the concatenation, over layers (and K/V planes, and kernel blocks), of every dense
@@ -277,5 +279,56 @@ def plan_layout(kv_caches: Dict[str, object], block_size: int,
         signature=";".join(sorted(set(signature))) + f";r{ratio}",
         num_kv_heads=heads, head_size=hsize, tensors=dict(kv_caches),
         canonical=canonical and ratio == 1)
+    layout.block_bytes = sum(n for _, n in layout.pieces(0))
+    return layout
+
+
+def plan_state_layout(kv_caches: Dict[str, object], block_size: int) -> BlockLayout:
+    """The BlockLayout of recurrent-state layers (vLLM's MambaSpec groups): each layer hands a
+    list of state tensors (a Mamba2 layer its conv and SSM states), each (num_blocks, ...),
+    often strided views into one buffer of padded pages. Block b of the group is, per layer and
+    per state tensor in order, the dense bytes of tensor[b]: the state after the block's last
+    token, opaque to OpenLake."""
+    if not kv_caches:
+        raise LayoutError("no state caches were registered")
+    plans: List[LayerPlan] = []
+    tensors: Dict[str, object] = {}
+    signature = []
+    seen = set()
+    num_blocks = None
+    dtypes = set()
+    device = None
+    for name in sorted(kv_caches):
+        states = kv_caches[name]
+        if not isinstance(states, (list, tuple)):
+            states = [states]
+        for j, t in enumerate(states):
+            shape, strides, esz = _shape(t), _strides(t), int(t.element_size())
+            if len(shape) < 2:
+                raise LayoutError(f"state tensor {j} of {name} has shape {tuple(shape)}; want "
+                                  "(blocks, ...)")
+            key = (int(t.data_ptr()), tuple(shape), tuple(strides))
+            if key in seen:
+                continue  # layers sharing one state buffer are copied once
+            seen.add(key)
+            if num_blocks is None:
+                num_blocks, device = shape[0], str(t.device)
+            elif shape[0] != num_blocks:
+                raise LayoutError(f"state tensor {j} of {name} has {shape[0]} blocks; others "
+                                  f"have {num_blocks}")
+            dtypes.add(str(t.dtype).replace("torch.", ""))
+            base = int(t.data_ptr())
+            runs = dense_runs(base, shape[1:], strides[1:], esz)
+            plan_name = f"{name}#{j}"
+            plans.append(LayerPlan(name=plan_name, base=base, block_stride=strides[0] * esz,
+                                   runs=[(a - base, n) for a, n in runs],
+                                   num_kernel_blocks=shape[0]))
+            tensors[plan_name] = t
+            signature.append(f"state{tuple(shape[1:])}o{_order(strides)}e{esz}")
+    assert num_blocks is not None
+    layout = BlockLayout(
+        kind="state", layers=plans, kernel_tokens=block_size, ratio=1, num_blocks=num_blocks,
+        block_bytes=0, dtype="+".join(sorted(dtypes)), device=device or "",
+        signature=";".join(signature), num_kv_heads=0, head_size=0, tensors=tensors)
     layout.block_bytes = sum(n for _, n in layout.pieces(0))
     return layout

@@ -36,7 +36,7 @@ import re
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import openlake_client
 from openlake_client import keys as ol_keys
@@ -51,9 +51,10 @@ from openlake_client.connector_base import (  # noqa: F401  (re-exported)
     SupportsHMA,
 )
 from openlake_client.connector_events import EventLog
-from openlake_client.connector_groups import FULL, UNSUPPORTED, Group, groups_of, hit_tokens
+from openlake_client.connector_groups import (FULL, STATE, UNSUPPORTED, Group, groups_of,
+                                               hit_tokens)
 from openlake_client.connector_settings import Settings, cluster_mismatches  # noqa: F401
-from openlake_client.layout import BlockLayout, plan_layout
+from openlake_client.layout import BlockLayout, plan_layout, plan_state_layout
 from openlake_client.movers import MemcpyMover, _make_mover  # noqa: F401
 
 logger = logging.getLogger("openlake_client.connector")
@@ -145,6 +146,23 @@ class _SaveJob:
     created: float = dataclasses.field(default_factory=time.monotonic)
 
 
+_MISSING = object()
+
+
+def _boundary_offloads(scheduler_output: Any) -> Optional[Dict[str, Any]]:
+    """vLLM's hand-off of the Mamba states it committed in this step, {request id: [(group,
+    block id, boundary tokens)]}: `kv_connector_block_state.boundary_state_offloads` in newer
+    vLLM, `partial_tail_offloads` before. None when this vLLM hands none over (the connector
+    then finds the state blocks in the block table)."""
+    state = getattr(scheduler_output, "kv_connector_block_state", _MISSING)
+    if state is not _MISSING:
+        return dict(getattr(state, "boundary_state_offloads", None) or {}) if state is not None else {}
+    tail = getattr(scheduler_output, "partial_tail_offloads", _MISSING)
+    if tail is not _MISSING:
+        return dict(tail or {})
+    return None
+
+
 def _group_ids(blocks: Any, n_groups: int) -> List[List[int]]:
     """Block ids per group from KVCacheBlocks, a tuple of lists, or a flat list (one group)."""
     if blocks is None:
@@ -178,7 +196,8 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):  # type: ignore[misc, 
         ol_keys.require_stable_hashes(cc, extra)
         self._block_size = int(cc.block_size)
         self._hash_block = int(self._block_size // ol_keys.hash_group(cc))
-        self._groups = groups_of(kv_cache_config, self._block_size)
+        self._groups = groups_of(kv_cache_config, self._block_size,
+                                 str(getattr(cc, "mamba_cache_mode", "") or ""))
         kv_role = str(getattr(ktc, "kv_role", "kv_both") or "kv_both")
         self._can_save = kv_role in ("kv_both", "kv_producer")
         self._can_load = kv_role in ("kv_both", "kv_consumer")
@@ -295,6 +314,7 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):  # type: ignore[misc, 
         self._job_ids = itertools.count(1)
         self._meta_seen = False
         self._events = EventLog(self._settings.event_medium)
+        self._state_handoff = False  # vLLM hands committed Mamba states over (_boundary_offloads)
 
     def _state(self, request: Any) -> _ReqState:
         rid = request.request_id
@@ -484,6 +504,8 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):  # type: ignore[misc, 
                 st.lookup = None
                 st.stored = [0] * n  # re-learnt from the pool when it is scheduled again
         scheduled = getattr(scheduler_output, "num_scheduled_tokens", None) or {}
+        offers = _boundary_offloads(scheduler_output)
+        self._state_handoff = self._state_handoff or offers is not None
 
         for new in getattr(scheduler_output, "scheduled_new_reqs", None) or []:
             st = self._reqs.get(new.req_id)
@@ -506,13 +528,18 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):  # type: ignore[misc, 
                     for g, gids in enumerate(_group_ids(new_ids, n)):
                         st.block_ids[g] = gids if is_resumed else st.block_ids[g] + gids
                 self._plan_save(meta, st, int(cached.num_computed_tokens[i]), int(scheduled.get(rid, 0)))
+        for rid, items in (offers or {}).items():
+            st = self._reqs.get(rid)
+            if st is not None:
+                self._plan_state_offers(meta, st, items or ())
         return meta
 
     def _plan_save(self, meta: OpenLakeConnectorMetadata, st: _ReqState, computed: int,
                    scheduled: int) -> None:
         """Adds the blocks of this request that become full in this step to the saves: per
         group, runs of real blocks (a sliding-window group's blocks out of the window are
-        vLLM's null block, 0, and are not saved)."""
+        vLLM's null block, 0, and are not saved; a state group saves the one block whose
+        boundary this step ends on)."""
         if not self._can_save or scheduled <= 0:
             return
         if any(g.kind == UNSUPPORTED for g in self._groups):
@@ -530,6 +557,13 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):  # type: ignore[misc, 
             first = st.stored[g.index]
             if full <= first:
                 continue
+            if g.kind == STATE:
+                if self._state_handoff:
+                    st.stored[g.index] = full
+                    continue  # saved from vLLM's hand-off (_plan_state_offers)
+                # The state after token `after` is in block after/B - 1 only when this step's
+                # computation ends on that boundary; blocks it crossed hold no state.
+                first = full - 1 if after == full * g.block_size else full
             i = first
             while i < full:
                 if g.kind != FULL and ids[i] == 0:
@@ -538,22 +572,56 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):  # type: ignore[misc, 
                 j = i
                 while j < full and (g.kind == FULL or ids[j] != 0):
                     j += 1
-                job = next(self._job_ids)
-                # A sliding window's blocks are freed (and handed to other requests) as soon
-                # as they leave the window, maybe by the next step: saved before it.
-                is_async = self._settings.async_save and g.kind == FULL
-                meta.saves.append(SaveSpec(req.request_id, keys[i:j], ids[i:j], i, is_async,
-                                           g.index, job))
-                bs = g.block_size
-                if BASE_HAS_WORKER_META:  # an engine that never reports would only grow this
-                    self._jobs[job] = _SaveJob(req.request_id, g.index, i, keys[i:j], hashes[i:j],
-                                               hashes[i - 1] if i > 0 else None,
-                                               list(req.all_token_ids[i * bs:j * bs])
-                                               if hasattr(req, "all_token_ids") else [], lora)
+                self._add_save(meta, req, g, i, keys[i:j], ids[i:j], hashes, lora)
                 i = j
             st.stored[g.index] = full
         if any(sv.is_async and sv.req_id == req.request_id for sv in meta.saves):
             self._async_saving.add(req.request_id)
+
+    def _add_save(self, meta: OpenLakeConnectorMetadata, req: Any, g: Group, first: int,
+                  keys: List[bytes], ids: List[int], hashes: List[Any], lora: Any) -> None:
+        """One save job: blocks `ids` of group `g` under `keys`, the request's blocks `first`
+        onwards."""
+        job = next(self._job_ids)
+        # A sliding window's blocks are freed (and handed to other requests) as soon as they
+        # leave the window, and a state block once the state moved on, maybe by the next step:
+        # saved before it.
+        is_async = self._settings.async_save and g.kind == FULL
+        meta.saves.append(SaveSpec(req.request_id, keys, ids, first, is_async, g.index, job))
+        if BASE_HAS_WORKER_META:  # an engine that never reports would only grow this
+            bs, last = g.block_size, first + len(keys)
+            self._jobs[job] = _SaveJob(req.request_id, g.index, first, keys, hashes[first:last],
+                                       hashes[first - 1] if first > 0 else None,
+                                       list(req.all_token_ids[first * bs:last * bs])
+                                       if hasattr(req, "all_token_ids") else [], lora)
+
+    def _plan_state_offers(self, meta: OpenLakeConnectorMetadata, st: _ReqState,
+                           offers: Sequence[Any]) -> None:
+        """Saves the Mamba states vLLM committed this step: (group, block id, boundary) each,
+        the block holding the state after token `boundary` (maybe a copy outside the request's
+        table), filed under the hash of the block ending there."""
+        if not self._can_save:
+            return
+        req = st.request
+        lora = getattr(getattr(req, "lora_request", None), "lora_name", None)
+        for offer in offers:
+            try:
+                group, block, boundary = (int(x) for x in offer)
+            except (TypeError, ValueError):
+                continue
+            if not 0 <= group < len(self._groups) or self._groups[group].kind != STATE:
+                continue
+            g = self._groups[group]
+            if block <= 0 or boundary <= 0 or boundary % g.block_size:
+                continue
+            if not self._settings.save_decode and boundary > int(getattr(req, "num_prompt_tokens", 0)):
+                continue
+            hashes = self._hashes(req, g)
+            index = boundary // g.block_size - 1
+            if index >= len(hashes):
+                continue
+            self._add_save(meta, req, g, index, [ol_keys.block_key(hashes[index])], [block],
+                           hashes, lora)
 
     def request_finished(self, request: Any, block_ids: List[int]) -> Tuple[bool, Optional[Dict[str, Any]]]:
         rid = request.request_id
@@ -725,7 +793,10 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):  # type: ignore[misc, 
             spec = getattr(groups[g.index], "kv_cache_spec", None) if g.index < len(groups) else None
             g_heads = getattr(spec, "num_kv_heads", None) or heads
             g_head_size = getattr(spec, "head_size", None) or head_size
-            layout = plan_layout(layers, g.block_size, g_heads, g_head_size)
+            if g.kind == STATE:
+                layout = plan_state_layout(layers, g.block_size)
+            else:
+                layout = plan_layout(layers, g.block_size, g_heads, g_head_size)
             fp = ol_keys.fingerprint(self._config, layout, self._tp_rank, self._pp_rank)
             if len(self._groups) > 1:
                 fp["block_tokens"] = g.block_size
