@@ -38,7 +38,7 @@ io::Task<absl::Status> Engine::CommitOnDrive(int set, int pos, const std::string
                     StrCat("bucket \"", bucket, "\" is missing on ", f->root()));
   }
   OL_CO_RETURN_IF_ERROR(s);
-  const std::string new_data = DataDirName(Hex(dc.version.version_id()));
+  const std::string new_data = DataDirOf(dc.version);
   if (!dc.staged_dir.empty()) {
     // A data folder of this version may be there already (a heal, a retried commit).
     OL_CO_RETURN_IF_ERROR(Trash(*f, StrCat(dir, "/", new_data)));
@@ -57,7 +57,7 @@ io::Task<absl::Status> Engine::CommitOnDrive(int set, int pos, const std::string
                                                /*sync_dir=*/true));
   // Data folders of any other version (failed writes, versions already replaced) go.
   std::string keep_data;
-  if (keep != nullptr) keep_data = DataDirName(Hex(keep->version_id()));
+  if (keep != nullptr) keep_data = DataDirOf(*keep);
   auto entries = f->ReadDir(dir);
   if (entries.ok()) {
     for (const DirEntry& e : *entries) {
@@ -179,8 +179,9 @@ io::Task<absl::Status> Engine::CommitVersion(int set, std::string bucket, std::s
     absl::Status s = co_await AtomicReplace(*f, StrCat(dir, "/", kMetaName),
                                             EncodeRecord(RecordType::kObjectMeta, meta),
                                             /*sync_dir=*/false);
-    if (s.ok()) {
-      s = Trash(*f, StrCat(dir, "/", DataDirName(Hex(keep[static_cast<size_t>(p)]->version_id()))));
+    const std::string old_data = DataDirOf(*keep[static_cast<size_t>(p)]);
+    if (s.ok() && old_data != DataDirOf(alone.version)) {  // not when the new one shares it
+      s = Trash(*f, StrCat(dir, "/", old_data));
     }
     if (!s.ok()) QueueHeal(bucket, key);
   }

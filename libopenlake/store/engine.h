@@ -142,6 +142,8 @@ class Engine final : public Store {
                                                   std::optional<PutOptions> replace,
                                                   Conditions conditions,
                                                   WriteConditions when) override;
+  io::Task<absl::StatusOr<ObjectInfo>> UpdateObjectMeta(std::string bucket, std::string key,
+                                                        MetaUpdate update) override;
   io::Task<absl::StatusOr<ListResult>> ListObjects(std::string bucket,
                                                    ListOptions options) override;
 

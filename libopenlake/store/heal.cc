@@ -117,7 +117,7 @@ io::Task<absl::StatusOr<HealOutcome>> Engine::HealOne(std::string bucket, std::s
     online[p] = fs(set, static_cast<int>(p)) != nullptr;
     bad[p] = online[p] && r.copy[p] == nullptr;
   }
-  const std::string data_dir = StrCat(ObjectDir(bucket, key), "/", DataDirName(Hex(v.version_id())));
+  const std::string data_dir = StrCat(ObjectDir(bucket, key), "/", DataDirOf(v));
   uint64_t written = 0;
   uint64_t bytes = 0;
 

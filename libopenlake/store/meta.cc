@@ -7,6 +7,7 @@
 
 #include "store/engine.h"
 #include "store/errors.h"
+#include "store/names.h"
 
 #include "openlake/checksum.h"
 #include "openlake/strings.h"
@@ -148,7 +149,8 @@ bool SameVersion(const pb::ObjectVersion& a, const pb::ObjectVersion& b) {
       a.etag() != b.etag() || a.data_shards() != b.data_shards() ||
       a.parity_shards() != b.parity_shards() || a.block_size() != b.block_size() ||
       a.rotation() != b.rotation() || a.parts_size() != b.parts_size() ||
-      a.inline_data() != b.inline_data() || a.mod_time_ns() != b.mod_time_ns()) {
+      a.inline_data() != b.inline_data() || a.mod_time_ns() != b.mod_time_ns() ||
+      a.data_id() != b.data_id()) {
     return false;
   }
   for (int i = 0; i < a.parts_size(); ++i) {
@@ -158,6 +160,10 @@ bool SameVersion(const pb::ObjectVersion& a, const pb::ObjectVersion& b) {
     }
   }
   return true;
+}
+
+std::string DataDirOf(const pb::ObjectVersion& v) {
+  return DataDirName(Hex(v.data_id().empty() ? v.version_id() : v.data_id()));
 }
 
 }  // namespace openlake::store

@@ -53,5 +53,8 @@ ObjectInfo ToObjectInfo(std::string_view bucket, std::string_view key,
 
 // True when a and b describe the same write (same id and the fields every drive shares).
 bool SameVersion(const pb::ObjectVersion& a, const pb::ObjectVersion& b);
+// The name of the data folder holding `v`'s shards ("%data.<hex>" of its own id, or of the
+// version it shares them with: ObjectVersion.data_id).
+std::string DataDirOf(const pb::ObjectVersion& v);
 
 }  // namespace openlake::store

@@ -153,6 +153,57 @@ io::Task<absl::Status> Engine::DeleteObject(std::string bucket, std::string key)
   co_return co_await CommitVersion(set, bucket, key, std::move(commits), write_quorum_);
 }
 
+io::Task<absl::StatusOr<ObjectInfo>> Engine::UpdateObjectMeta(std::string bucket,
+                                                              std::string key,
+                                                              MetaUpdate update) {
+  OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
+  OL_CO_RETURN_IF_ERROR(ValidateObjectKey(key));
+  const int set = static_cast<int>(PlaceObject(bucket, key).set);
+  LockGuard lock = co_await locks_.Lock(StrCat("o:", bucket, "/", key), true);
+  inline_cache_.Invalidate(StrCat(bucket, "/", key));
+  Resolved cur = co_await ReadAndResolve(set, bucket, key);
+  if (!cur.status.ok()) {
+    if (ErrorKindOf(cur.status) == ErrorKind::kNoSuchKey) co_return NotFoundError(set, bucket, key);
+    co_return cur.status;
+  }
+  WriteConditions when;
+  when.if_match = update.if_match;
+  OL_CO_RETURN_IF_ERROR(CheckWriteConditions(cur, when));
+  // A new version over the same shards: each drive that holds the current one gets its own
+  // copy (per-drive fields and inline shard kept) with the new metadata. It is newer by a
+  // nanosecond, which no answer shows, so that it wins over the old one on every read quorum.
+  const std::string id = NewVersionId();
+  const std::string data_id =
+      cur.version.data_id().empty() ? cur.version.version_id() : cur.version.data_id();
+  std::vector<DriveCommit> commits(static_cast<size_t>(n_));
+  int holders = 0;
+  for (int p = 0; p < n_; ++p) {
+    const pb::ObjectVersion* held = cur.copy[static_cast<size_t>(p)];
+    if (held == nullptr || fs(set, p) == nullptr) continue;
+    DriveCommit& dc = commits[static_cast<size_t>(p)];
+    dc.use = true;
+    dc.version = *held;
+    dc.version.set_version_id(id);
+    dc.version.set_data_id(data_id);
+    dc.version.set_mod_time_ns(cur.version.mod_time_ns() + 1);
+    auto& meta = *dc.version.mutable_user_meta();
+    for (const auto& [name, value] : update.set) meta[name] = value;
+    for (const std::string& name : update.erase) meta.erase(name);
+    ++holders;
+  }
+  if (holders < write_quorum_) {
+    co_return Error(ErrorKind::kInsufficientDrives,
+                    StrCat("only ", holders, " drives hold the object; ", write_quorum_,
+                           " must take its new metadata"));
+  }
+  pb::ObjectVersion result;
+  for (const DriveCommit& dc : commits) {
+    if (dc.use) result = dc.version;
+  }
+  OL_CO_RETURN_IF_ERROR(co_await CommitVersion(set, bucket, key, std::move(commits), write_quorum_));
+  co_return ToObjectInfo(bucket, key, result);
+}
+
 io::Task<absl::StatusOr<ObjectInfo>> Engine::CopyObject(std::string src_bucket,
                                                         std::string src_key,
                                                         std::string dst_bucket,

@@ -69,7 +69,7 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
     if (!files.empty()) return;
     files.resize(n_);
     const std::string dir =
-        StrCat(ObjectDir(bucket_, key_), "/", DataDirName(Hex(v_.version_id())));
+        StrCat(ObjectDir(bucket_, key_), "/", DataDirOf(v_));
     for (uint32_t p = 0; p < n_; ++p) {
       if (!copies_[p] || dead_[p]) continue;
       FileBackend* f = e_->fs(set_, static_cast<int>(p));

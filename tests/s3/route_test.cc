@@ -103,8 +103,7 @@ TEST_CASE("routing: refusals and what is not implemented", "[s3][route]") {
   CHECK(R("PUT", "/bkt/k?partNumber=1").error_code == "InvalidArgument");
   CHECK(R("PUT", "/bkt/k?uploadId=u").error_code == "InvalidArgument");
   for (const char* t : {"/bkt?acl", "/bkt?policy", "/bkt?lifecycle", "/bkt?tagging", "/bkt?cors",
-                        "/bkt?versions", "/bkt?object-lock", "/bkt/k?acl", "/bkt/k?tagging",
-                        "/bkt/k?versionId=3", "/bkt/k?retention", "/bkt/k?select&select-type=2"}) {
+                        "/bkt?versions", "/bkt?object-lock", "/bkt/k?acl", "/bkt/k?versionId=3", "/bkt/k?retention", "/bkt/k?select&select-type=2"}) {
     for (const char* m : {"GET", "PUT", "DELETE"}) {
       INFO(m << " " << t);
       Route r = R(m, t);
@@ -116,6 +115,11 @@ TEST_CASE("routing: refusals and what is not implemented", "[s3][route]") {
   CHECK(R("POST", "/bkt").op == Op::kPostObject);  // a form upload (PostObject checks the form)
   CHECK(R("GET", "/bkt/k?attributes").op == Op::kGetObjectAttributes);
   CHECK(R("HEAD", "/bkt/k?attributes").op == Op::kHeadObject);
+  CHECK(R("GET", "/bkt/k?tagging").op == Op::kGetObjectTagging);
+  CHECK(R("PUT", "/bkt/k?tagging").op == Op::kPutObjectTagging);
+  CHECK(R("DELETE", "/bkt/k?tagging").op == Op::kDeleteObjectTagging);
+  CHECK(R("HEAD", "/bkt/k?tagging").op == Op::kHeadObject);
+  CHECK(R("POST", "/bkt/k?tagging").error_code == "MethodNotAllowed");
 }
 
 }  // namespace

@@ -65,6 +65,26 @@ TEST_CASE("xml: CompleteMultipartUpload", "[s3][xml]") {
   }
 }
 
+TEST_CASE("xml: Tagging", "[s3][xml]") {
+  auto t = ParseTagging(
+      "<Tagging xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><TagSet>"
+      "<Tag><Key>team</Key><Value>ml &amp; data</Value></Tag>"
+      "<Tag><Key>empty</Key><Value></Value></Tag></TagSet></Tagging>");
+  REQUIRE(t.ok());
+  REQUIRE(t->size() == 2);
+  CHECK((*t)[0] == std::make_pair(std::string("team"), std::string("ml & data")));
+  CHECK((*t)[1] == std::make_pair(std::string("empty"), std::string()));
+  auto none = ParseTagging("<Tagging><TagSet/></Tagging>");
+  REQUIRE(none.ok());
+  CHECK(none->empty());
+  for (const char* bad : {"<Tagging/>", "<Tagging><TagSet/><TagSet/></Tagging>",
+                          "<Tagging><TagSet><Tag><Key>k</Key></Tag></TagSet></Tagging>",
+                          "<Tagging><TagSet><Bogus/></TagSet></Tagging>", "<Other/>", ""}) {
+    INFO(bad);
+    CHECK(!ParseTagging(bad).ok());
+  }
+}
+
 TEST_CASE("xml: Delete, and hostile documents", "[s3][xml]") {
   auto d = ParseDelete(
       "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Quiet>true</Quiet>"

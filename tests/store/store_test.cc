@@ -277,6 +277,66 @@ TEST_CASE("overwrite, delete and copy", "[store]") {
   for (int d = 0; d < 4; ++d) CHECK(!std::filesystem::exists(f.drive_path(d) + "/bkt/k"));
 }
 
+// The data folders ("%data.<id>") of an object on drive `d`.
+static int DataFolders(StoreFixture& f, int d, const std::string& object_dir) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(f.drive_path(d) + "/" + object_dir)) {
+    if (e.path().filename().string().rfind("%data.", 0) == 0) ++n;
+  }
+  return n;
+}
+
+TEST_CASE("metadata updates rewrite no data and keep ETag and time", "[store]") {
+  StoreFixture f(4);
+  REQUIRE(f.Open().ok());
+  REQUIRE(f.MakeBucket("bkt").ok());
+  const std::string big = RandomBytes(300000, 7), small = "tiny";
+  store::PutOptions meta;
+  meta.user_meta = {{"a", "1"}, {"b", "2"}};
+  for (const std::string& key : {std::string("big"), std::string("small")}) {
+    INFO(key);
+    const std::string& data = key == "big" ? big : small;
+    auto put = f.Put("bkt", key, data, meta);
+    REQUIRE(put.ok());
+    store::MetaUpdate u;
+    u.set = {{"a", "9"}, {"tag:set", "k=v"}};
+    u.erase = {"b"};
+    auto updated = f.Run([&] { return f.st().UpdateObjectMeta("bkt", key, u); });
+    REQUIRE(updated.ok());
+    auto st = f.Stat("bkt", key);
+    REQUIRE(st.ok());
+    CHECK(st->user_meta == std::map<std::string, std::string>{{"a", "9"}, {"tag:set", "k=v"}});
+    CHECK(st->etag == put->etag);
+    CHECK(absl::ToUnixSeconds(st->mod_time) == absl::ToUnixSeconds(put->mod_time));
+    CHECK(st->version_id != put->version_id);
+    CHECK(*f.Get("bkt", key) == data);
+    if (key == "big") {
+      // The new version shares the old one's shards: one data folder per drive, the same.
+      for (int d = 0; d < 4; ++d) CHECK(DataFolders(f, d, "bkt/big") == 1);
+    }
+    // The ETag condition is checked under the lock.
+    store::MetaUpdate stale;
+    stale.if_match = "\"0123\"";
+    CHECK(ErrorKindOf(f.Run([&] { return f.st().UpdateObjectMeta("bkt", key, stale); })
+                          .status()) == ErrorKind::kPreconditionFailed);
+  }
+  // It survives a restart and a heal finds nothing to do; an overwrite then drops the shared
+  // data folder as any replaced version's.
+  REQUIRE(f.Open().ok());
+  CHECK(*f.Get("bkt", "big") == big);
+  auto healed = f.Run([&] { return f.st().HealObject("bkt", "big"); });
+  REQUIRE(healed.ok());
+  CHECK(healed->objects_healed == 0);
+  const std::string other = RandomBytes(200000, 8);
+  REQUIRE(f.Put("bkt", "big", other).ok());
+  CHECK(*f.Get("bkt", "big") == other);
+  for (int d = 0; d < 4; ++d) CHECK(DataFolders(f, d, "bkt/big") == 1);
+  CHECK(ErrorKindOf(f.Run([&] { return f.st().UpdateObjectMeta("bkt", "none", {}); })
+                        .status()) == ErrorKind::kNoSuchKey);
+  CHECK(ErrorKindOf(f.Run([&] { return f.st().UpdateObjectMeta("nob", "k", {}); }).status()) ==
+        ErrorKind::kNoSuchBucket);
+}
+
 TEST_CASE("keys that look like paths are ordinary keys and never leave the bucket", "[store]") {
   StoreFixture f(4);
   REQUIRE(f.Open().ok());

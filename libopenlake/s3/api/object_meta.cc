@@ -64,7 +64,7 @@ std::string UnsupportedWriteHeader(const http::Request& req, bool conditional) {
       if (h.value != "STANDARD" && h.value != "REDUCED_REDUNDANCY") return h.name;
     } else if (n.substr(0, 12) == "x-amz-grant-" ||
                n.substr(0, 28) == "x-amz-server-side-encryption" ||
-               n.substr(0, 17) == "x-amz-object-lock" || n == "x-amz-tagging" ||
+               n.substr(0, 17) == "x-amz-object-lock" ||
                n == "x-amz-website-redirect-location" ||
                // Conditions on a write that does not take them are refused, never ignored.
                (!conditional && (n == "if-match" || n == "if-none-match"))) {
@@ -103,7 +103,7 @@ bool PutOptionsFrom(const http::Request& req, store::PutOptions* out, S3Error* e
     if (!value.empty()) out->user_meta[StrCat(kStdPrefix, name)] = std::move(value);
   }
   SetStorageClass(req, &out->user_meta);
-  return true;
+  return TagsFromHeader(req, &out->user_meta, error);
 }
 
 void AddObjectHeaders(Call& c, const store::ObjectInfo& info) {
@@ -112,6 +112,10 @@ void AddObjectHeaders(Call& c, const store::ObjectInfo& info) {
                   info.content_type.empty() ? "application/octet-stream" : info.content_type);
   for (const auto& [name, value] : info.user_meta) {
     if (IsChecksumMeta(name)) continue;  // answered by AddChecksumHeaders
+    if (name == kTagsMeta) {
+      hs.emplace_back("x-amz-tagging-count", StrCat(TagsOf(info.user_meta).size()));
+      continue;
+    }
     if (name == kStorageClassMeta) {
       hs.emplace_back("x-amz-storage-class", value);  // S3 names only classes but STANDARD
       continue;

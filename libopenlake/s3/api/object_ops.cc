@@ -189,6 +189,11 @@ io::Task<void> CopyObject(Call& c) {
     co_await c.Error("InvalidArgument", 400, "Unknown metadata directive.");
     co_return;
   }
+  const std::string_view tagging = c.req.Value("x-amz-tagging-directive");
+  if (!tagging.empty() && tagging != "COPY" && tagging != "REPLACE") {
+    co_await c.Error("InvalidArgument", 400, "Unknown tagging directive.");
+    co_return;
+  }
   std::optional<store::PutOptions> replace;
   if (directive == "REPLACE") {
     replace.emplace();
@@ -197,9 +202,13 @@ io::Task<void> CopyObject(Call& c) {
       co_return;
     }
   }
-  if (!replace && c.req.Find("x-amz-storage-class") != nullptr) {
-    // COPY with another storage class: the source's metadata, the class changed (S3 takes
-    // this onto the object itself too).
+  // The source's own metadata is needed when only part of it is replaced: new metadata with
+  // the source's tags, or the source's metadata with another storage class or new tags (S3
+  // takes those onto the object itself too).
+  const bool keep_tags = directive == "REPLACE" && tagging != "REPLACE";
+  const bool change_source = directive != "REPLACE" &&
+                             (c.req.Find("x-amz-storage-class") != nullptr || tagging == "REPLACE");
+  if (keep_tags || change_source) {
     store::Conditions none;
     absl::StatusOr<store::ObjectInfo> src =
         co_await c.store.StatObject(src_bucket, src_key, std::move(none));
@@ -207,10 +216,21 @@ io::Task<void> CopyObject(Call& c) {
       co_await c.Fail(src.status());
       co_return;
     }
-    replace.emplace();
-    replace->content_type = src->content_type;
-    replace->user_meta = src->user_meta;
-    SetStorageClass(c.req, &replace->user_meta);
+    if (keep_tags) {
+      SetTags(TagsOf(src->user_meta), &replace->user_meta);
+    } else {
+      replace.emplace();
+      replace->content_type = src->content_type;
+      replace->user_meta = src->user_meta;
+      SetStorageClass(c.req, &replace->user_meta);
+      if (tagging == "REPLACE") {
+        SetTags(TagSet(), &replace->user_meta);
+        if (!TagsFromHeader(c.req, &replace->user_meta, &err)) {
+          co_await c.Error(std::move(err));
+          co_return;
+        }
+      }
+    }
   }
   if (src_bucket == c.route.bucket && src_key == c.route.key && !replace) {
     co_await c.Error("InvalidRequest", 400,

@@ -29,6 +29,9 @@ io::Task<void> ListParts(Call& c);
 io::Task<void> PutObject(Call& c);
 io::Task<void> GetObject(Call& c, bool head);
 io::Task<void> GetObjectAttributes(Call& c);  // object_attributes.cc
+io::Task<void> GetObjectTagging(Call& c);     // object_tagging.cc
+io::Task<void> PutObjectTagging(Call& c);
+io::Task<void> DeleteObjectTagging(Call& c);
 // A browser form upload, authenticated by its signed policy (post_object.cc).
 io::Task<void> PostObject(Call& c);
 io::Task<void> CopyObject(Call& c);
@@ -113,6 +116,21 @@ inline constexpr std::string_view kStorageClassMeta = "sc:class";
 std::string StorageClassOf(const store::ObjectInfo& info);
 // x-amz-storage-class of the request into `meta` (STANDARD removes another class).
 void SetStorageClass(const http::Request& req, std::map<std::string, std::string>* meta);
+
+// Object tags (object_tagging.cc): kept in user metadata under this name, as the query string
+// x-amz-tagging takes ("k1=v1&k2=v2", percent-encoded).
+inline constexpr std::string_view kTagsMeta = "tag:set";
+// The tags of an object's metadata, in the order they were given.
+TagSet TagsOf(const std::map<std::string, std::string>& meta);
+// `tags` into `meta` (none removes the entry).
+void SetTags(const TagSet& tags, std::map<std::string, std::string>* meta);
+// S3's limits: at most 10 tags, keys of 1 to 128 characters, values of at most 256, keys
+// unique and not starting with "aws:", letters, digits, spaces and + - = . _ : / @ only; false
+// with the S3 error (InvalidTag, BadRequest).
+bool ValidateTags(const TagSet& tags, S3Error* error);
+// x-amz-tagging of the request into `meta` (absent: nothing changes); false with the S3 error.
+bool TagsFromHeader(const http::Request& req, std::map<std::string, std::string>* meta,
+                    S3Error* error);
 
 // A request header this server does not honour on writes (ACL grants, SSE, object lock,
 // tagging, other storage classes; conditional writes unless `conditional`), named; "" when

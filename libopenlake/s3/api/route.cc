@@ -13,7 +13,7 @@ constexpr std::string_view kBucketUnsupported[] = {
     "policy", "policyStatus", "publicAccessBlock", "replication", "requestPayment", "tagging",
     "versions", "website", "session"};
 constexpr std::string_view kObjectUnsupported[] = {
-    "acl", "legal-hold", "restore", "retention", "select", "tagging", "torrent"};
+    "acl", "legal-hold", "restore", "retention", "select", "torrent"};
 
 Route Fail(Route r, std::string code, int status, std::string message) {
   r.error_code = std::move(code);
@@ -69,6 +69,9 @@ std::string_view OpName(Op op) {
     case Op::kAbortMultipartUpload: return "AbortMultipartUpload";
     case Op::kListParts: return "ListParts";
     case Op::kGetObjectAttributes: return "GetObjectAttributes";
+    case Op::kGetObjectTagging: return "GetObjectTagging";
+    case Op::kPutObjectTagging: return "PutObjectTagging";
+    case Op::kDeleteObjectTagging: return "DeleteObjectTagging";
     case Op::kPostObject: return "PostObject";
     case Op::kNotImplemented: return "NotImplemented";
   }
@@ -157,6 +160,9 @@ Route RouteRequest(const http::Request& req, const RouteOptions& options) {
   const bool upload = r.Has("uploadId");
   if (m == "GET" && r.Has("attributes")) {
     r.op = Op::kGetObjectAttributes;
+  } else if (r.Has("tagging") && (m == "GET" || m == "PUT" || m == "DELETE")) {
+    r.op = m == "GET" ? Op::kGetObjectTagging
+                      : (m == "PUT" ? Op::kPutObjectTagging : Op::kDeleteObjectTagging);
   } else if (m == "GET") {
     r.op = upload ? Op::kListParts : Op::kGetObject;
   } else if (m == "HEAD") {

@@ -37,6 +37,9 @@ enum class Op {
   kAbortMultipartUpload,
   kListParts,
   kGetObjectAttributes,
+  kGetObjectTagging,
+  kPutObjectTagging,
+  kDeleteObjectTagging,
   kPostObject,  // a browser form upload (POST /bucket, multipart/form-data)
   kNotImplemented,
 };

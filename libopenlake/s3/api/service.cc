@@ -152,6 +152,9 @@ io::Task<void> S3Service::Dispatch(Call& c) {
     case Op::kGetObject: co_await GetObject(c, false); break;
     case Op::kHeadObject: co_await GetObject(c, true); break;
     case Op::kGetObjectAttributes: co_await GetObjectAttributes(c); break;
+    case Op::kGetObjectTagging: co_await GetObjectTagging(c); break;
+    case Op::kPutObjectTagging: co_await PutObjectTagging(c); break;
+    case Op::kDeleteObjectTagging: co_await DeleteObjectTagging(c); break;
     case Op::kPostObject: co_await PostObject(c); break;
     case Op::kDeleteObject: co_await DeleteObject(c); break;
     case Op::kCreateMultipartUpload: co_await CreateMultipartUpload(c); break;

@@ -180,6 +180,31 @@ absl::StatusOr<std::string> ParseLocationConstraint(std::string_view body) {
   return std::string();
 }
 
+absl::StatusOr<TagSet> ParseTagging(std::string_view body) {
+  pugi::xml_document doc;
+  pugi::xml_node root;
+  if (absl::Status s = Load(body, "Tagging", &doc, &root); !s.ok()) return s;
+  pugi::xml_node set;
+  for (pugi::xml_node n : root.children()) {
+    if (n.type() != pugi::node_element) continue;
+    if (std::strcmp(n.name(), "TagSet") != 0 || set) {
+      return Malformed("unexpected element " + std::string(n.name()));
+    }
+    set = n;
+  }
+  if (!set) return Malformed("no TagSet");
+  TagSet tags;
+  for (pugi::xml_node n : set.children()) {
+    if (n.type() != pugi::node_element) continue;
+    if (std::strcmp(n.name(), "Tag") != 0) {
+      return Malformed("unexpected element " + std::string(n.name()));
+    }
+    if (!n.child("Key") || !n.child("Value")) return Malformed("a Tag needs a Key and a Value");
+    tags.emplace_back(n.child("Key").text().as_string(), n.child("Value").text().as_string());
+  }
+  return tags;
+}
+
 absl::StatusOr<S3Error> ParseErrorXml(std::string_view body) {
   pugi::xml_document doc;
   pugi::xml_node root;

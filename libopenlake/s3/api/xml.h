@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -68,6 +69,11 @@ absl::StatusOr<DeleteRequest> ParseDelete(std::string_view body, size_t max_keys
 // <CreateBucketConfiguration><LocationConstraint/></CreateBucketConfiguration>: the region
 // asked for ("" when the document names none).
 absl::StatusOr<std::string> ParseLocationConstraint(std::string_view body);
+
+// <Tagging><TagSet><Tag><Key/><Value/></Tag>...</TagSet></Tagging> (PutObjectTagging): the
+// tags in document order, unchecked (ValidateTags in ops.h judges them).
+using TagSet = std::vector<std::pair<std::string, std::string>>;
+absl::StatusOr<TagSet> ParseTagging(std::string_view body);
 
 // An S3 error body (<Error><Code/><Message/>...</Error>, as ErrorXml writes it), read by the
 // client: its code and message. InvalidArgument when the body is not such a document.

@@ -644,3 +644,76 @@ def test_users_own_their_buckets(tmp_path, bucket_name):
         assert [x["Name"] for x in alice.list_buckets()["Buckets"]] == sorted([a, b])
     finally:
         assert srv.stop() == 0
+
+
+def test_object_tagging(s3, server, bucket_name):
+    """Tags set by x-amz-tagging on PUT, multipart uploads and copies, and by
+    Get/Put/DeleteObjectTagging; changing them leaves the ETag and Last-Modified alone."""
+    b = bucket_name()
+    s3.create_bucket(Bucket=b)
+    put = s3.put_object(Bucket=b, Key="k", Body=b"tagged", Tagging="team=ml&stage=raw%20data")
+    assert s3.get_object_tagging(Bucket=b, Key="k")["TagSet"] == [
+        {"Key": "team", "Value": "ml"}, {"Key": "stage", "Value": "raw data"}]
+    head = s3.head_object(Bucket=b, Key="k")
+    assert head["ResponseMetadata"]["HTTPHeaders"]["x-amz-tagging-count"] == "2"
+    assert "Metadata" not in head or not head["Metadata"]  # tags are not x-amz-meta-*
+    modified = head["LastModified"]
+
+    tags = [{"Key": "owner", "Value": "ana"}, {"Key": "ünï/cødé", "Value": "a+b=c @:."}]
+    s3.put_object_tagging(Bucket=b, Key="k", Tagging={"TagSet": tags})
+    assert s3.get_object_tagging(Bucket=b, Key="k")["TagSet"] == tags
+    after = s3.get_object(Bucket=b, Key="k")
+    assert after["Body"].read() == b"tagged" and after["ETag"] == put["ETag"]
+    assert after["LastModified"] == modified and after["TagCount"] == 2
+
+    s3.delete_object_tagging(Bucket=b, Key="k")
+    assert s3.get_object_tagging(Bucket=b, Key="k")["TagSet"] == []
+    assert "x-amz-tagging-count" not in s3.head_object(Bucket=b, Key="k")[
+        "ResponseMetadata"]["HTTPHeaders"]
+    assert s3.get_object(Bucket=b, Key="k")["Body"].read() == b"tagged"
+
+    # Limits: 10 tags, keys of 128 characters, values of 256, unique keys, no "aws:".
+    for bad in ([{"Key": f"k{i}", "Value": "v"} for i in range(11)],
+                [{"Key": "k" * 129, "Value": "v"}],
+                [{"Key": "k", "Value": "v" * 257}],
+                [{"Key": "k", "Value": "1"}, {"Key": "k", "Value": "2"}],
+                [{"Key": "aws:cloudformation", "Value": "v"}]):
+        with pytest.raises(ClientError) as e:
+            s3.put_object_tagging(Bucket=b, Key="k", Tagging={"TagSet": bad})
+        assert error_code(e)[0] == "InvalidTag"
+    most = [{"Key": f"{i}" + "k" * 127, "Value": "v" * 256} for i in range(10)]
+    s3.put_object_tagging(Bucket=b, Key="k", Tagging={"TagSet": most})
+    assert s3.get_object_tagging(Bucket=b, Key="k")["TagSet"] == most
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket=b, Key="k2", Body=b"x", Tagging="a=1&a=2")
+    assert error_code(e)[0] == "InvalidTag"
+    with pytest.raises(ClientError) as e:
+        s3.get_object_tagging(Bucket=b, Key="missing")
+    assert error_code(e)[0] == "NoSuchKey"
+    with pytest.raises(ClientError) as e:
+        s3.put_object_tagging(Bucket=b, Key="missing", Tagging={"TagSet": tags})
+    assert error_code(e)[0] == "NoSuchKey"
+    got, _, body = raw_request(server, "PUT", f"/{b}/k?tagging", body=b"<Tagging><Oops/></Tagging>")
+    assert got == 400 and xml_code(body) == "MalformedXML"
+
+    # Copies keep the source's tags, or take x-amz-tagging with the REPLACE directive.
+    s3.put_object_tagging(Bucket=b, Key="k", Tagging={"TagSet": tags})
+    s3.copy_object(Bucket=b, Key="c1", CopySource={"Bucket": b, "Key": "k"})
+    assert s3.get_object_tagging(Bucket=b, Key="c1")["TagSet"] == tags
+    s3.copy_object(Bucket=b, Key="c2", CopySource={"Bucket": b, "Key": "k"},
+                   MetadataDirective="REPLACE", Metadata={"m": "1"}, Tagging="x=y")
+    assert s3.get_object_tagging(Bucket=b, Key="c2")["TagSet"] == tags  # tagging COPY
+    s3.copy_object(Bucket=b, Key="c3", CopySource={"Bucket": b, "Key": "k"},
+                   TaggingDirective="REPLACE", Tagging="x=y")
+    assert s3.get_object_tagging(Bucket=b, Key="c3")["TagSet"] == [{"Key": "x", "Value": "y"}]
+    assert s3.head_object(Bucket=b, Key="c3")["ContentLength"] == 6
+    s3.copy_object(Bucket=b, Key="k", CopySource={"Bucket": b, "Key": "k"},
+                   TaggingDirective="REPLACE")
+    assert s3.get_object_tagging(Bucket=b, Key="k")["TagSet"] == []
+
+    # A multipart upload's tags are the completed object's.
+    up = s3.create_multipart_upload(Bucket=b, Key="mp", Tagging="kind=shard")
+    part = s3.upload_part(Bucket=b, Key="mp", UploadId=up["UploadId"], PartNumber=1, Body=b"p")
+    s3.complete_multipart_upload(Bucket=b, Key="mp", UploadId=up["UploadId"], MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
+    assert s3.get_object_tagging(Bucket=b, Key="mp")["TagSet"] == [{"Key": "kind", "Value": "shard"}]

@@ -370,7 +370,7 @@ def test_wrong_region(server, canary_bucket, presigned):
     ("GET", "/{b}?acl"),           # Process: NotImplemented (bucket sub-resource)
     ("GET", "/{b}?versions"),      # Process: NotImplemented (object versions listing)
     ("PUT", "/{b}?versioning"),    # Process: NotImplemented (versioning changes)
-    ("GET", "/{b}/canary?tagging"),  # Process: NotImplemented (object sub-resource)
+    ("GET", "/{b}/canary?acl"),    # Process: NotImplemented (object sub-resource)
     ("GET", "/{b}/canary?versionId=3"),  # Process: NotImplemented (versionId)
 ])
 def test_not_implemented_routes(server, canary_bucket, method, path):
@@ -452,8 +452,8 @@ def test_bucket_exists(server, method, query, bucket, want):
     # PutObject (WriteOptions -> WriteHeadersSupported): NotImplemented, a website redirect.
     pytest.param("PutObject", ("x-amz-website-redirect-location", "/x"),
                  id="PutObject-redirect"),
-    # CopyObject (WriteHeadersSupported): NotImplemented, tagging.
-    pytest.param("CopyObject", ("x-amz-tagging", "a=b"), id="CopyObject"),
+    # CopyObject (WriteHeadersSupported): NotImplemented, object lock.
+    pytest.param("CopyObject", ("x-amz-object-lock-legal-hold", "ON"), id="CopyObject"),
     # CreateMultipartUpload (WriteOptions -> WriteHeadersSupported): NotImplemented, object lock.
     pytest.param("CreateMultipartUpload", ("x-amz-object-lock-mode", "GOVERNANCE"),
                  id="CreateMultipartUpload"),

@@ -127,6 +127,14 @@ struct CompleteOptions {
 // crashed compiling store/reader.cc with -g -Wall.)
 inline bool Conditional(const WriteConditions& w) { return w.if_none_match || !w.if_match.empty(); }
 
+// A change to an object's metadata that leaves its bytes (and ETag and Last-Modified) alone:
+// S3 object tagging. Entries of user_meta are set, then erased.
+struct MetaUpdate {
+  std::map<std::string, std::string> set;
+  std::vector<std::string> erase;
+  std::string if_match;  // the ETag the object must still have ("" for any), else 412
+};
+
 struct PutOptions {
   std::string content_type;  // "" → application/octet-stream
   std::map<std::string, std::string> user_meta;
@@ -399,6 +407,12 @@ class OL_EXPORT Store {
                                                           std::optional<PutOptions> replace,
                                                           Conditions conditions,
                                                           WriteConditions when) = 0;
+  // Applies `update` to the current version's user metadata under the object's lock, without
+  // rewriting its data: the result is a new version (its metadata committed on a write quorum)
+  // over the same shards. NoSuchKey when there is no object.
+  virtual io::Task<absl::StatusOr<ObjectInfo>> UpdateObjectMeta(std::string bucket,
+                                                                std::string key,
+                                                                MetaUpdate update) = 0;
   virtual io::Task<absl::StatusOr<ListResult>> ListObjects(std::string bucket,
                                                            ListOptions options) = 0;
 
