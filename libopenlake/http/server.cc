@@ -1,6 +1,8 @@
 // The HTTP/1.1 server (see server.h).
 #include "http/server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -133,6 +135,23 @@ struct Exchange::Conn {
     co_return absl::OkStatus();
   }
 };
+
+std::string Exchange::peer_address() const {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (getpeername(c_->fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "";
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* addr = nullptr;
+  if (ss.ss_family == AF_INET) {
+    addr = &reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr;
+  } else if (ss.ss_family == AF_INET6) {
+    addr = &reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr;
+  } else {
+    return "";
+  }
+  if (inet_ntop(ss.ss_family, addr, text, sizeof(text)) == nullptr) return "";
+  return text;
+}
 
 Exchange::Exchange(Conn* c, Request req) : c_(c), req_(std::move(req)) {
   switch (req_.framing) {

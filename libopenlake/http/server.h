@@ -103,6 +103,8 @@ class Exchange {
   io::Task<absl::Status> Write(std::string_view data);
   bool responded() const { return head_sent_; }
   int status() const { return status_; }
+  // The client's IP address ("203.0.113.7", "2001:db8::1"); "" when the socket has none.
+  std::string peer_address() const;
   uint64_t bytes_in() const { return bytes_in_; }    // body bytes read (decoded framing)
   uint64_t bytes_out() const { return bytes_out_; }  // response bytes sent, head included
 

@@ -36,6 +36,7 @@ io::Task<absl::Status> Engine::MakeBucket(std::string bucket, std::string owner)
   meta.set_name(bucket);
   meta.set_created_ns(NowNs());
   meta.set_owner(owner);
+  meta.set_updated_ns(meta.created_ns());
   const std::string record = EncodeRecord(RecordType::kBucketMeta, meta);
   int ok = 0;
   std::vector<Drive*> made;
@@ -68,20 +69,23 @@ io::Task<absl::StatusOr<BucketInfo>> Engine::StatBucket(std::string bucket) {
   BucketInfo info;
   info.name = bucket;
   bool have_time = false;
+  int64_t newest = -1;
   for (auto& d : drives_) {
     if (!d->online.load()) continue;
     ++online;
     auto e = d->fs->Exists(bucket);
     if (!e.ok() || !*e) continue;
     ++present;
-    if (!have_time) {
-      absl::StatusOr<std::string> bytes = co_await ReadWholeFile(*d->fs, BucketMetaPath(bucket));
-      pb::BucketMeta meta;
-      if (bytes.ok() && DecodeRecord(RecordType::kBucketMeta, *bytes, &meta).ok()) {
-        info.created = FromNs(meta.created_ns());
-        info.owner = meta.owner();
-        have_time = true;
-      }
+    // Every drive's record: one that missed a policy change (offline then) is older.
+    absl::StatusOr<std::string> bytes = co_await ReadWholeFile(*d->fs, BucketMetaPath(bucket));
+    pb::BucketMeta meta;
+    if (bytes.ok() && DecodeRecord(RecordType::kBucketMeta, *bytes, &meta).ok() &&
+        meta.updated_ns() > newest) {
+      newest = meta.updated_ns();
+      info.created = FromNs(meta.created_ns());
+      info.owner = meta.owner();
+      info.policy = meta.policy();
+      have_time = true;
     }
   }
   if (present == 0 || present * 2 < online) {
@@ -89,6 +93,41 @@ io::Task<absl::StatusOr<BucketInfo>> Engine::StatBucket(std::string bucket) {
   }
   if (!have_time) info.created = absl::UnixEpoch();
   co_return info;
+}
+
+io::Task<absl::Status> Engine::SetBucketPolicy(std::string bucket, std::string policy) {
+  OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
+  LockGuard lock = co_await locks_.Lock(StrCat("b:", bucket), true);
+  OL_CO_ASSIGN_OR_RETURN(BucketInfo info, co_await StatBucket(bucket));
+  const int64_t now = NowNs();
+  const int total = static_cast<int>(drives_.size());
+  int ok = 0;
+  for (auto& d : drives_) {
+    if (!d->online.load()) continue;
+    auto e = d->fs->Exists(bucket);
+    if (!e.ok() || !*e) continue;
+    // The newest record (StatBucket's choice) with the new policy, on every drive: one that
+    // missed an earlier change catches up.
+    pb::BucketMeta meta;
+    meta.set_name(bucket);
+    meta.set_created_ns(absl::ToUnixNanos(info.created));
+    meta.set_owner(info.owner);
+    meta.set_policy(policy);
+    meta.set_updated_ns(now);
+    absl::Status s = co_await AtomicReplace(*d->fs, BucketMetaPath(bucket),
+                                            EncodeRecord(RecordType::kBucketMeta, meta), true);
+    if (s.ok()) {
+      ++ok;
+    } else {
+      OL_LOG(kWarning) << "store: policy of bucket " << bucket << " on " << d->path << ": " << s;
+    }
+  }
+  if (ok < Majority(total)) {
+    co_return Error(ErrorKind::kInsufficientDrives,
+                    StrCat("the policy of bucket \"", bucket, "\" reached ", ok, " drives; ",
+                           Majority(total), " needed"));
+  }
+  co_return absl::OkStatus();
 }
 
 io::Task<absl::StatusOr<std::vector<BucketInfo>>> Engine::ListBuckets() {

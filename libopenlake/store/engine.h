@@ -127,6 +127,7 @@ class Engine final : public Store {
   using Store::MakeBucket;
   io::Task<absl::Status> MakeBucket(std::string bucket, std::string owner) override;
   io::Task<absl::Status> DeleteBucket(std::string bucket) override;
+  io::Task<absl::Status> SetBucketPolicy(std::string bucket, std::string policy) override;
   io::Task<absl::StatusOr<BucketInfo>> StatBucket(std::string bucket) override;
   io::Task<absl::StatusOr<std::vector<BucketInfo>>> ListBuckets() override;
 

@@ -342,25 +342,40 @@ io::Task<absl::Status> Engine::HealCommit(int set, int pos, const std::string& b
 
 io::Task<absl::StatusOr<HealResult>> Engine::HealBucketDirs(std::string bucket) {
   HealResult out;
+  // The newest record (a drive offline during a policy change holds an older one).
   std::string record;
-  for (auto& d : drives_) {
-    if (!d->online.load()) continue;
-    absl::StatusOr<std::string> bytes = co_await ReadWholeFile(*d->fs, BucketMetaPath(bucket));
+  int64_t newest = -1;
+  std::vector<int64_t> updated(drives_.size(), -1);
+  for (size_t i = 0; i < drives_.size(); ++i) {
+    Drive& d = *drives_[i];
+    if (!d.online.load()) continue;
+    absl::StatusOr<std::string> bytes = co_await ReadWholeFile(*d.fs, BucketMetaPath(bucket));
     pb::BucketMeta meta;
     if (bytes.ok() && DecodeRecord(RecordType::kBucketMeta, *bytes, &meta).ok()) {
-      record = *bytes;
-      break;
+      updated[i] = meta.updated_ns();
+      if (meta.updated_ns() > newest) {
+        newest = meta.updated_ns();
+        record = *bytes;
+      }
     }
   }
-  for (auto& d : drives_) {
-    if (!d->online.load()) continue;
-    auto e = d->fs->Exists(bucket);
-    if (e.ok() && *e) continue;
-    absl::Status s = d->fs->MakeDirs(bucket, "");
-    if (s.ok() && !record.empty()) {
-      s = co_await AtomicReplace(*d->fs, BucketMetaPath(bucket), record, true);
+  for (size_t i = 0; i < drives_.size(); ++i) {
+    Drive& d = *drives_[i];
+    if (!d.online.load()) continue;
+    auto e = d.fs->Exists(bucket);
+    if (e.ok() && *e) {
+      if (!record.empty() && updated[i] >= 0 && updated[i] < newest) {
+        absl::Status s = co_await AtomicReplace(*d.fs, BucketMetaPath(bucket), record, true);
+        if (!s.ok()) co_return Annotate(s, StrCat("updating bucket ", bucket, " on ", d.path));
+        ++out.buckets_healed;
+      }
+      continue;
     }
-    if (!s.ok()) co_return Annotate(s, StrCat("recreating bucket ", bucket, " on ", d->path));
+    absl::Status s = d.fs->MakeDirs(bucket, "");
+    if (s.ok() && !record.empty()) {
+      s = co_await AtomicReplace(*d.fs, BucketMetaPath(bucket), record, true);
+    }
+    if (!s.ok()) co_return Annotate(s, StrCat("recreating bucket ", bucket, " on ", d.path));
     ++out.buckets_healed;
   }
   co_return out;

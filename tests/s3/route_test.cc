@@ -102,7 +102,7 @@ TEST_CASE("routing: refusals and what is not implemented", "[s3][route]") {
   CHECK(R("GET", "/bkt?list-type=1").error_code == "InvalidArgument");
   CHECK(R("PUT", "/bkt/k?partNumber=1").error_code == "InvalidArgument");
   CHECK(R("PUT", "/bkt/k?uploadId=u").error_code == "InvalidArgument");
-  for (const char* t : {"/bkt?acl", "/bkt?policy", "/bkt?lifecycle", "/bkt?tagging", "/bkt?cors",
+  for (const char* t : {"/bkt?acl", "/bkt?policyStatus", "/bkt?lifecycle", "/bkt?tagging", "/bkt?cors",
                         "/bkt?versions", "/bkt?object-lock", "/bkt/k?acl", "/bkt/k?versionId=3", "/bkt/k?retention", "/bkt/k?select&select-type=2"}) {
     for (const char* m : {"GET", "PUT", "DELETE"}) {
       INFO(m << " " << t);
@@ -115,6 +115,9 @@ TEST_CASE("routing: refusals and what is not implemented", "[s3][route]") {
   CHECK(R("POST", "/bkt").op == Op::kPostObject);  // a form upload (PostObject checks the form)
   CHECK(R("GET", "/bkt/k?attributes").op == Op::kGetObjectAttributes);
   CHECK(R("HEAD", "/bkt/k?attributes").op == Op::kHeadObject);
+  CHECK(R("GET", "/bkt?policy").op == Op::kGetBucketPolicy);
+  CHECK(R("PUT", "/bkt?policy").op == Op::kPutBucketPolicy);
+  CHECK(R("DELETE", "/bkt?policy").op == Op::kDeleteBucketPolicy);
   CHECK(R("GET", "/bkt/k?tagging").op == Op::kGetObjectTagging);
   CHECK(R("PUT", "/bkt/k?tagging").op == Op::kPutObjectTagging);
   CHECK(R("DELETE", "/bkt/k?tagging").op == Op::kDeleteObjectTagging);

@@ -277,6 +277,40 @@ TEST_CASE("overwrite, delete and copy", "[store]") {
   for (int d = 0; d < 4; ++d) CHECK(!std::filesystem::exists(f.drive_path(d) + "/bkt/k"));
 }
 
+static std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST_CASE("bucket policies: stored, newest record wins, healed onto stale drives", "[store]") {
+  StoreFixture f(4);
+  REQUIRE(f.Open().ok());
+  REQUIRE(f.MakeBucket("bkt").ok());
+  auto set = [&](const std::string& b, const std::string& p) {
+    return f.Run([&] { return f.st().SetBucketPolicy(b, p); });
+  };
+  auto stat = [&] { return f.Run([&] { return f.st().StatBucket("bkt"); }); };
+  CHECK(stat()->policy.empty());
+  REQUIRE(set("bkt", "{\"v\": 1}").ok());
+  CHECK(stat()->policy == "{\"v\": 1}");
+  const std::string record0 = f.drive_path(0) + "/.openlake.sys/buckets/bkt.meta";
+  REQUIRE(std::filesystem::exists(record0));
+  const std::string old = ReadFile(record0);
+  REQUIRE(set("bkt", "{\"v\": 2}").ok());
+  // Drive 0 missed the change (it held the old record meanwhile): the newest record wins.
+  { std::ofstream(record0, std::ios::binary | std::ios::trunc) << old; }
+  REQUIRE(f.Open().ok());
+  CHECK(stat()->policy == "{\"v\": 2}");
+  CHECK(stat()->owner.empty());
+  auto healed = f.Run([&] { return f.st().Heal("bkt", ""); });
+  REQUIRE(healed.ok());
+  CHECK(healed->buckets_healed == 1);
+  CHECK(ReadFile(record0) == ReadFile(f.drive_path(1) + "/.openlake.sys/buckets/bkt.meta"));
+  REQUIRE(set("bkt", "").ok());
+  CHECK(stat()->policy.empty());
+  CHECK(ErrorKindOf(set("none", "{}")) == ErrorKind::kNoSuchBucket);
+}
+
 // The data folders ("%data.<id>") of an object on drive `d`.
 static int DataFolders(StoreFixture& f, int d, const std::string& object_dir) {
   int n = 0;

@@ -79,7 +79,7 @@ io::Task<void> CreateBucket(Call& c) {
     co_await c.Fail(st);
     co_return;
   }
-  if (st.ok()) c.owners->Set(c.route.bucket, me);
+  if (st.ok()) c.owners->Set(c.route.bucket, BucketEntry{me, nullptr});
   c.ex.AddHeader("Location", StrCat("/", c.route.bucket));
   co_await c.Empty(200);
 }

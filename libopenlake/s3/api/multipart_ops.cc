@@ -68,7 +68,7 @@ io::Task<void> UploadPartCopy(Call& c) {
     co_await c.Error(std::move(err));
     co_return;
   }
-  const bool may_read = co_await MayUseBucket(c, src_bucket);  // the source is a bucket too
+  const bool may_read = co_await Authorize(c, src_bucket, "s3:GetObject", src_key);
   if (!may_read) co_return;
   store::GetOptions go;
   go.conditions = ConditionsFrom(c.req, "x-amz-copy-source-");

@@ -182,7 +182,7 @@ io::Task<void> CopyObject(Call& c) {
     co_await c.Error(std::move(err));
     co_return;
   }
-  const bool may_read = co_await MayUseBucket(c, src_bucket);  // the source is a bucket too
+  const bool may_read = co_await Authorize(c, src_bucket, "s3:GetObject", src_key);
   if (!may_read) co_return;
   const std::string_view directive = c.req.Value("x-amz-metadata-directive");
   if (!directive.empty() && directive != "COPY" && directive != "REPLACE") {
@@ -284,15 +284,18 @@ io::Task<void> DeleteObjects(Call& c) {
   }
   XmlWriter w("DeleteResult");
   for (const std::string& key : req->keys) {
-    const absl::Status st = co_await c.store.DeleteObject(c.route.bucket, key);
-    if (st.ok() || store::ErrorKindOf(st) == store::ErrorKind::kNoSuchKey) {
+    // Each key is the owner's, or needs the bucket policy's s3:DeleteObject for it.
+    const bool may = co_await Authorize(c, c.route.bucket, "s3:DeleteObject", key, false);
+    absl::Status st;
+    if (may) st = co_await c.store.DeleteObject(c.route.bucket, key);
+    if (may && (st.ok() || store::ErrorKindOf(st) == store::ErrorKind::kNoSuchKey)) {
       if (req->quiet) continue;
       w.Open("Deleted");
       w.Element("Key", key);
       w.Close();
       continue;
     }
-    const S3Error e = ErrorFromStatus(st);
+    const S3Error e = may ? ErrorFromStatus(st) : S3Error{"AccessDenied", 403, "Access Denied"};
     w.Open("Error");
     w.Element("Key", key);
     w.Element("Code", e.code);

@@ -21,6 +21,9 @@ io::Task<void> DeleteBucket(Call& c);
 io::Task<void> HeadBucket(Call& c);
 io::Task<void> GetBucketLocation(Call& c);
 io::Task<void> GetBucketVersioning(Call& c);
+io::Task<void> GetBucketPolicy(Call& c);     // bucket_policy_ops.cc
+io::Task<void> PutBucketPolicy(Call& c);
+io::Task<void> DeleteBucketPolicy(Call& c);
 
 io::Task<void> ListObjects(Call& c, bool v2);
 io::Task<void> ListMultipartUploads(Call& c);

@@ -13,17 +13,17 @@ std::string OwnerIdOf(std::string_view access_key) {
   return Sha256Hex(StrCat("openlake-owner:", access_key));
 }
 
-std::optional<std::string> BucketOwners::Find(std::string_view bucket) const {
+std::optional<BucketEntry> BucketOwners::Find(std::string_view bucket) const {
   absl::MutexLock lock(&mu_);
   auto it = owners_.find(std::string(bucket));
   if (it == owners_.end()) return std::nullopt;
   return it->second;
 }
 
-void BucketOwners::Set(std::string_view bucket, std::string owner) {
+void BucketOwners::Set(std::string_view bucket, BucketEntry entry) {
   absl::MutexLock lock(&mu_);
   if (owners_.size() >= kMaxEntries) owners_.clear();
-  owners_[std::string(bucket)] = std::move(owner);
+  owners_[std::string(bucket)] = std::move(entry);
 }
 
 void BucketOwners::Forget(std::string_view bucket) {
@@ -36,23 +36,149 @@ std::string OwnerOf(const Call& c, const store::BucketInfo& bucket) {
   return OwnerIdOf(c.opts.credentials.keys.front().access_key);
 }
 
-io::Task<std::optional<std::string>> BucketOwner(Call& c, std::string bucket) {
+std::string DisplayNameOf(const Call& c, std::string_view id) {
+  for (const auto& key : c.opts.credentials.keys) {
+    if (OwnerIdOf(key.access_key) == id) return key.access_key;
+  }
+  return "";
+}
+
+io::Task<std::optional<BucketEntry>> BucketEntryOf(Call& c, std::string bucket) {
   if (c.owners != nullptr) {
-    std::optional<std::string> cached = c.owners->Find(bucket);
+    std::optional<BucketEntry> cached = c.owners->Find(bucket);
     if (cached) co_return cached;
   }
   absl::StatusOr<store::BucketInfo> info = co_await c.store.StatBucket(bucket);
   if (!info.ok()) co_return std::nullopt;
-  std::string owner = OwnerOf(c, *info);
-  if (c.owners != nullptr) c.owners->Set(bucket, owner);
-  co_return owner;
+  BucketEntry entry;
+  entry.owner = OwnerOf(c, *info);
+  if (!info->policy.empty()) {
+    absl::StatusOr<BucketPolicy> policy = BucketPolicy::Parse(info->policy, bucket);
+    // A stored policy was checked when it was put; one that no longer parses grants nothing.
+    if (policy.ok()) entry.policy = std::make_shared<const BucketPolicy>(*std::move(policy));
+  }
+  if (c.owners != nullptr) c.owners->Set(bucket, entry);
+  co_return entry;
 }
 
-io::Task<bool> MayUseBucket(Call& c, std::string bucket) {
-  std::optional<std::string> owner = co_await BucketOwner(c, std::move(bucket));
-  if (!owner || *owner == c.OwnerId()) co_return true;
+io::Task<std::optional<std::string>> BucketOwner(Call& c, std::string bucket) {
+  std::optional<BucketEntry> entry = co_await BucketEntryOf(c, std::move(bucket));
+  if (!entry) co_return std::nullopt;
+  co_return entry->owner;
+}
+
+std::string_view PolicyAction(Op op) {
+  switch (op) {
+    case Op::kListObjects:
+    case Op::kListObjectsV2:
+    case Op::kHeadBucket: return "s3:ListBucket";
+    case Op::kGetBucketLocation: return "s3:GetBucketLocation";
+    case Op::kGetBucketVersioning: return "s3:GetBucketVersioning";
+    case Op::kListMultipartUploads: return "s3:ListBucketMultipartUploads";
+    case Op::kDeleteBucket: return "s3:DeleteBucket";
+    case Op::kGetBucketPolicy: return "s3:GetBucketPolicy";
+    case Op::kPutBucketPolicy: return "s3:PutBucketPolicy";
+    case Op::kDeleteBucketPolicy: return "s3:DeleteBucketPolicy";
+    case Op::kPutObject:
+    case Op::kCopyObject:
+    case Op::kPostObject:
+    case Op::kCreateMultipartUpload:
+    case Op::kUploadPart:
+    case Op::kUploadPartCopy:
+    case Op::kCompleteMultipartUpload: return "s3:PutObject";
+    case Op::kGetObject:
+    case Op::kHeadObject: return "s3:GetObject";
+    case Op::kGetObjectAttributes: return "s3:GetObjectAttributes";
+    case Op::kDeleteObject:
+    case Op::kDeleteObjects: return "s3:DeleteObject";
+    case Op::kAbortMultipartUpload: return "s3:AbortMultipartUpload";
+    case Op::kListParts: return "s3:ListMultipartUploadParts";
+    case Op::kGetObjectTagging: return "s3:GetObjectTagging";
+    case Op::kPutObjectTagging: return "s3:PutObjectTagging";
+    case Op::kDeleteObjectTagging: return "s3:DeleteObjectTagging";
+    case Op::kListBuckets:
+    case Op::kCreateBucket:
+    case Op::kNotImplemented: return "";
+  }
+  return "";
+}
+
+namespace {
+
+// The request as the bucket's policy sees it: action, resource, caller and condition keys.
+PolicyRequest PolicyRequestOf(const Call& c, std::string_view action, std::string_view bucket,
+                              std::string_view key) {
+  PolicyRequest r;
+  r.action = std::string(action);
+  r.resource = key.empty() ? StrCat("arn:aws:s3:::", bucket)
+                           : StrCat("arn:aws:s3:::", bucket, "/", key);
+  r.anonymous = c.anonymous;
+  if (!c.anonymous) {
+    r.owner_id = c.OwnerId();
+    r.keys["aws:username"] = c.auth.access_key;
+    r.keys["aws:userid"] = r.owner_id;
+    r.keys["s3:authtype"] = c.auth.presigned ? "REST-QUERY-STRING" : "REST-HEADER";
+  }
+  r.keys["aws:principaltype"] = c.anonymous ? "Anonymous" : "User";
+  r.keys["aws:securetransport"] = "false";  // TLS ends in a proxy in front, if anywhere
+  std::string ip = c.ex.peer_address();
+  if (!ip.empty()) r.keys["aws:sourceip"] = std::move(ip);
+  constexpr std::pair<std::string_view, std::string_view> kHeaders[] = {
+      {"user-agent", "aws:useragent"},
+      {"referer", "aws:referer"},
+      {"x-amz-acl", "s3:x-amz-acl"},
+      {"x-amz-content-sha256", "s3:x-amz-content-sha256"},
+      {"x-amz-storage-class", "s3:x-amz-storage-class"},
+      {"x-amz-copy-source", "s3:x-amz-copy-source"},
+      {"x-amz-metadata-directive", "s3:x-amz-metadata-directive"}};
+  for (const auto& [header, name] : kHeaders) {
+    const http::Header* h = c.req.Find(header);
+    if (h != nullptr) r.keys[std::string(name)] = h->value;
+  }
+  if (action == "s3:ListBucket") {
+    for (std::string_view param : {"prefix", "delimiter", "max-keys"}) {
+      const std::string* v = c.route.Param(param);
+      if (v != nullptr) r.keys[StrCat("s3:", param)] = *v;
+    }
+  }
+  return r;
+}
+
+bool IsPolicyAction(std::string_view action) {
+  return action == "s3:GetBucketPolicy" || action == "s3:PutBucketPolicy" ||
+         action == "s3:DeleteBucketPolicy";
+}
+
+}  // namespace
+
+io::Task<bool> Authorize(Call& c, std::string bucket, std::string_view action, std::string key,
+                         bool answer) {
+  std::optional<BucketEntry> entry = co_await BucketEntryOf(c, bucket);
+  if (!entry) co_return true;  // no such bucket: the operation says so
+  if (bucket == c.route.bucket) c.bucket_owner = entry->owner;
+  const bool owner = !c.anonymous && entry->owner == c.OwnerId();
+  PolicyDecision decision = PolicyDecision::kNone;
+  if (entry->policy != nullptr) {
+    decision = entry->policy->Evaluate(PolicyRequestOf(c, action, bucket, key));
+  }
+  // An owner denied by their own policy may still change the policy, as S3's root user may.
+  const bool denied = decision == PolicyDecision::kDeny && !(owner && IsPolicyAction(action));
+  if (!denied && (owner || decision == PolicyDecision::kAllow)) co_return true;
+  if (answer) co_await c.Error("AccessDenied", 403, "Access Denied");
+  co_return false;
+}
+
+io::Task<bool> MayAskPerKey(Call& c) {
+  std::optional<BucketEntry> entry = co_await BucketEntryOf(c, c.route.bucket);
+  if (!entry || entry->policy != nullptr) co_return true;
+  if (!c.anonymous && entry->owner == c.OwnerId()) co_return true;
   co_await c.Error("AccessDenied", 403, "Access Denied");
   co_return false;
+}
+
+io::Task<bool> MayUseBucket(Call& c) {
+  const bool may = co_await Authorize(c, c.route.bucket, PolicyAction(c.route.op), c.route.key);
+  co_return may;
 }
 
 }  // namespace openlake::s3

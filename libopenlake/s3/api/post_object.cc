@@ -201,7 +201,7 @@ io::Task<void> PostObject(Call& c) {
     co_return;
   }
   c.owner_id = OwnerIdOf(c.auth.access_key);
-  const bool may = co_await MayUseBucket(c, c.route.bucket);
+  const bool may = co_await Authorize(c, c.route.bucket, "s3:PutObject", "");
   if (!may) co_return;
   std::string why;
   std::optional<Policy> policy = ParsePolicy(*policy_b64, &why);

@@ -10,7 +10,7 @@ namespace {
 constexpr std::string_view kBucketUnsupported[] = {
     "accelerate", "acl", "analytics", "cors", "encryption", "intelligent-tiering", "inventory",
     "lifecycle", "logging", "metrics", "notification", "object-lock", "ownershipControls",
-    "policy", "policyStatus", "publicAccessBlock", "replication", "requestPayment", "tagging",
+    "policyStatus", "publicAccessBlock", "replication", "requestPayment", "tagging",
     "versions", "website", "session"};
 constexpr std::string_view kObjectUnsupported[] = {
     "acl", "legal-hold", "restore", "retention", "select", "torrent"};
@@ -69,6 +69,9 @@ std::string_view OpName(Op op) {
     case Op::kAbortMultipartUpload: return "AbortMultipartUpload";
     case Op::kListParts: return "ListParts";
     case Op::kGetObjectAttributes: return "GetObjectAttributes";
+    case Op::kGetBucketPolicy: return "GetBucketPolicy";
+    case Op::kPutBucketPolicy: return "PutBucketPolicy";
+    case Op::kDeleteBucketPolicy: return "DeleteBucketPolicy";
     case Op::kGetObjectTagging: return "GetObjectTagging";
     case Op::kPutObjectTagging: return "PutObjectTagging";
     case Op::kDeleteObjectTagging: return "DeleteObjectTagging";
@@ -120,6 +123,11 @@ Route RouteRequest(const http::Request& req, const RouteOptions& options) {
   if (r.key.empty()) {  // a bucket
     for (std::string_view sub : kBucketUnsupported) {
       if (r.Has(sub)) return NotImplemented(std::move(r), "bucket " + std::string(sub));
+    }
+    if (r.Has("policy") && (m == "GET" || m == "PUT" || m == "DELETE")) {
+      r.op = m == "GET" ? Op::kGetBucketPolicy
+                        : (m == "PUT" ? Op::kPutBucketPolicy : Op::kDeleteBucketPolicy);
+      return r;
     }
     if (m == "GET") {
       if (r.Has("location")) {

@@ -50,6 +50,20 @@ std::string Call::OwnerId() const {
   return owner_id.empty() ? OwnerIdOf(auth.access_key) : owner_id;
 }
 
+namespace {
+
+// A request that carries no signature of any kind (header, query or SigV2).
+bool IsAnonymous(const http::Request& req, const Route& route) {
+  if (req.Find("authorization") != nullptr) return false;
+  for (std::string_view p : {"X-Amz-Signature", "X-Amz-Credential", "X-Amz-Algorithm",
+                             "Signature", "AWSAccessKeyId"}) {
+    if (route.Has(p)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 S3Service::S3Service(store::Store& store, ServiceOptions options)
     : store_(store), opts_(std::move(options)), metrics_(opts_.reactors) {}
 
@@ -96,6 +110,16 @@ io::Task<void> S3Service::Process(Call& c) {
     co_await PostObject(c);  // the form carries its own signature
     co_return;
   }
+  if (IsAnonymous(c.req, c.route)) {
+    // Unsigned: what the bucket's policy allows anyone, nothing outside a bucket.
+    if (PolicyAction(c.route.op).empty() && c.route.op != Op::kNotImplemented) {
+      co_await c.Error("AccessDenied", 403, "Access Denied");
+      co_return;
+    }
+    c.anonymous = true;
+    co_await Authorized(c);
+    co_return;
+  }
   const CredentialSet& creds = opts_.credentials;
   const SigV4Request signed_req{c.req.method, path, query, &c.req.headers};
   const SecretLookup secrets = [&creds](std::string_view key) { return creds.SecretOf(key); };
@@ -119,11 +143,17 @@ io::Task<void> S3Service::Process(Call& c) {
     co_return;
   }
   c.owner_id = OwnerIdOf(c.auth.access_key);
-  // A bucket is its owner's alone (ListBuckets and CreateBucket look at owners themselves).
-  const bool bucket_op = c.route.op != Op::kListBuckets && c.route.op != Op::kCreateBucket &&
-                         c.route.op != Op::kNotImplemented;
-  if (bucket_op) {
-    const bool may = co_await MayUseBucket(c, c.route.bucket);
+  co_await Authorized(c);
+}
+
+io::Task<void> S3Service::Authorized(Call& c) {
+  // A bucket's operations are its owner's, and what its policy allows others (ListBuckets and
+  // CreateBucket look at owners themselves; DeleteObjects asks for each key).
+  if (c.route.op == Op::kDeleteObjects) {
+    const bool may = co_await MayAskPerKey(c);
+    if (!may) co_return;
+  } else if (!PolicyAction(c.route.op).empty()) {
+    const bool may = co_await MayUseBucket(c);
     if (!may) co_return;
   }
   if (c.route.op == Op::kNotImplemented) {
@@ -143,6 +173,9 @@ io::Task<void> S3Service::Dispatch(Call& c) {
     case Op::kHeadBucket: co_await HeadBucket(c); break;
     case Op::kGetBucketLocation: co_await GetBucketLocation(c); break;
     case Op::kGetBucketVersioning: co_await GetBucketVersioning(c); break;
+    case Op::kGetBucketPolicy: co_await GetBucketPolicy(c); break;
+    case Op::kPutBucketPolicy: co_await PutBucketPolicy(c); break;
+    case Op::kDeleteBucketPolicy: co_await DeleteBucketPolicy(c); break;
     case Op::kListObjects: co_await ListObjects(c, false); break;
     case Op::kListObjectsV2: co_await ListObjects(c, true); break;
     case Op::kListMultipartUploads: co_await ListMultipartUploads(c); break;

@@ -41,6 +41,8 @@ struct Call {
   std::string resource;  // the path, for error bodies
   BucketOwners* owners = nullptr;  // the service's cache of bucket owners
   std::string owner_id;            // the caller's, once authenticated
+  bool anonymous = false;          // an unsigned request (a bucket policy may allow it)
+  std::string bucket_owner;        // the routed bucket's owner id, once authorized
 
   // An S3 error: status, XML body (none for HEAD).
   io::Task<void> Error(S3Error e);
@@ -68,6 +70,7 @@ class S3Service {
 
  private:
   io::Task<void> Process(Call& call);  // route, authenticate, dispatch
+  io::Task<void> Authorized(Call& call);  // check access, dispatch
   io::Task<void> Dispatch(Call& call);
 
   store::Store& store_;

@@ -14,7 +14,7 @@ from urllib.parse import quote as _quote, unquote
 
 import pytest
 
-from conftest import Server, error_code, make_client, raw_request, xml_code
+from conftest import Server, error_code, make_client, raw_request, send, xml_code
 
 pytest.importorskip("boto3")
 from botocore.exceptions import ClientError  # noqa: E402
@@ -717,3 +717,92 @@ def test_object_tagging(s3, server, bucket_name):
     s3.complete_multipart_upload(Bucket=b, Key="mp", UploadId=up["UploadId"], MultipartUpload={
         "Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
     assert s3.get_object_tagging(Bucket=b, Key="mp")["TagSet"] == [{"Key": "kind", "Value": "shard"}]
+
+
+def test_bucket_policy_public_read(s3, server, bucket_name):
+    """A bucket policy lets anyone read a prefix of a model-weight bucket without credentials
+    (unsigned requests and botocore's UNSIGNED client), list it under that prefix only, and
+    nothing else; an explicit Deny binds the owner too, who can still change the policy."""
+    import json
+    from botocore import UNSIGNED
+
+    b = bucket_name()
+    s3.create_bucket(Bucket=b)
+    s3.put_object(Bucket=b, Key="models/tiny/config.json", Body=b'{"layers": 2}')
+    s3.put_object(Bucket=b, Key="private/token", Body=b"secret")
+    path = f"/{b}/models/tiny/config.json"
+
+    def anon(method, target, body=b""):
+        return send(server, method, target, body, {})
+
+    assert anon("GET", path)[0] == 403
+    with pytest.raises(ClientError) as e:
+        s3.get_bucket_policy(Bucket=b)
+    assert error_code(e) == ("NoSuchBucketPolicy", 404)
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "ReadModels", "Effect": "Allow", "Principal": "*",
+             "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{b}/models/*"},
+            {"Sid": "ListModels", "Effect": "Allow", "Principal": {"AWS": ["*"]},
+             "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{b}",
+             "Condition": {"StringLike": {"s3:prefix": "models/*"}}},
+            {"Sid": "KeepModels", "Effect": "Deny", "Principal": "*",
+             "Action": "s3:DeleteObject", "Resource": f"arn:aws:s3:::{b}/models/*"},
+            {"Sid": "DropBox", "Effect": "Allow", "Principal": "*",
+             "Action": "s3:PutObject", "Resource": f"arn:aws:s3:::{b}/inbox/*"},
+        ]}
+    s3.put_bucket_policy(Bucket=b, Policy=json.dumps(policy))
+    assert json.loads(s3.get_bucket_policy(Bucket=b)["Policy"]) == policy
+
+    status, _, body = anon("GET", path)
+    assert (status, body) == (200, b'{"layers": 2}')
+    assert anon("HEAD", path)[0] == 200
+    assert anon("GET", f"/{b}/private/token")[0] == 403
+    assert anon("PUT", f"/{b}/models/evil", b"x")[0] == 403
+    assert anon("PUT", f"/{b}/inbox/report", b"from anyone")[0] == 200
+    assert s3.get_object(Bucket=b, Key="inbox/report")["Body"].read() == b"from anyone"
+    assert anon("DELETE", path)[0] == 403
+    status, _, body = anon("GET", f"/{b}?list-type=2&prefix=models/")
+    assert status == 200 and b"<Key>models/tiny/config.json</Key>" in body
+    assert b"private" not in body
+    assert anon("GET", f"/{b}?list-type=2")[0] == 403
+    assert anon("GET", "/")[0] == 403  # ListBuckets is never anonymous
+    assert anon("GET", f"/{b}?policy")[0] == 403
+
+    public = make_client(server, signature_version=UNSIGNED)
+    got = public.get_object(Bucket=b, Key="models/tiny/config.json")["Body"].read()
+    assert got == b'{"layers": 2}'
+    keys = [o["Key"] for o in public.list_objects_v2(Bucket=b, Prefix="models/")["Contents"]]
+    assert keys == ["models/tiny/config.json"]
+    with pytest.raises(ClientError) as e:
+        public.get_object(Bucket=b, Key="private/token")
+    assert error_code(e) == ("AccessDenied", 403)
+
+    # The owner is bound by the Deny (per key in DeleteObjects too) but may drop the policy.
+    with pytest.raises(ClientError) as e:
+        s3.delete_object(Bucket=b, Key="models/tiny/config.json")
+    assert error_code(e) == ("AccessDenied", 403)
+    res = s3.delete_objects(Bucket=b, Delete={"Objects": [
+        {"Key": "models/tiny/config.json"}, {"Key": "private/token"}]})
+    assert [x["Key"] for x in res.get("Deleted", [])] == ["private/token"]
+    s3.delete_object(Bucket=b, Key="inbox/report")
+    assert [(x["Key"], x["Code"]) for x in res["Errors"]] == [
+        ("models/tiny/config.json", "AccessDenied")]
+    s3.delete_bucket_policy(Bucket=b)
+    assert anon("GET", path)[0] == 403
+    s3.delete_object(Bucket=b, Key="models/tiny/config.json")
+
+    # Documents S3 refuses, and a policy about another bucket.
+    for bad in ("not json", json.dumps({"Statement": []}),
+                json.dumps({"Statement": {"Effect": "Allow", "Principal": "*",
+                                          "Action": "s3:GetObject",
+                                          "Resource": "arn:aws:s3:::someone-else/*"}})):
+        with pytest.raises(ClientError) as e:
+            s3.put_bucket_policy(Bucket=b, Policy=bad)
+        assert error_code(e) == ("MalformedPolicy", 400)
+    with pytest.raises(ClientError) as e:
+        s3.get_bucket_policy(Bucket=b)
+    assert error_code(e) == ("NoSuchBucketPolicy", 404)
+    # A missing bucket is NoSuchBucket for anyone.
+    assert xml_code(anon("GET", f"/{b}-missing/k")[2]) == "NoSuchBucket"

@@ -86,6 +86,7 @@ struct BucketInfo {
   std::string name;
   absl::Time created;
   std::string owner;  // the owner's id; "" for a bucket made before buckets had owners
+  std::string policy;  // its S3 bucket policy (JSON), "" when it has none
 };
 
 struct PartSummary {
@@ -386,6 +387,9 @@ class OL_EXPORT Store {
   }
   // Only an empty bucket (in-progress multipart uploads are aborted with it).
   virtual io::Task<absl::Status> DeleteBucket(std::string bucket) = 0;
+  // Replaces the bucket's policy document ("" removes it) on every drive holding the bucket;
+  // a majority of all drives must take it. The store keeps it as given (the S3 layer checks it).
+  virtual io::Task<absl::Status> SetBucketPolicy(std::string bucket, std::string policy) = 0;
   virtual io::Task<absl::StatusOr<BucketInfo>> StatBucket(std::string bucket) = 0;
   virtual io::Task<absl::StatusOr<std::vector<BucketInfo>>> ListBuckets() = 0;
 
