@@ -85,6 +85,7 @@ io::Task<absl::StatusOr<BucketInfo>> Engine::StatBucket(std::string bucket) {
       info.created = FromNs(meta.created_ns());
       info.owner = meta.owner();
       info.policy = meta.policy();
+      info.acl = meta.acl();
       have_time = true;
     }
   }
@@ -96,6 +97,27 @@ io::Task<absl::StatusOr<BucketInfo>> Engine::StatBucket(std::string bucket) {
 }
 
 io::Task<absl::Status> Engine::SetBucketPolicy(std::string bucket, std::string policy) {
+  std::function<void(pb::BucketMeta&)> change = [policy = std::move(policy)](pb::BucketMeta& m) {
+    m.set_policy(policy);
+  };
+  std::string what = "policy";
+  const absl::Status s =
+      co_await RewriteBucketRecord(std::move(bucket), std::move(what), std::move(change));
+  co_return s;
+}
+
+io::Task<absl::Status> Engine::SetBucketAcl(std::string bucket, std::string acl) {
+  std::function<void(pb::BucketMeta&)> change = [acl = std::move(acl)](pb::BucketMeta& m) {
+    m.set_acl(acl);
+  };
+  std::string what = "ACL";
+  const absl::Status s =
+      co_await RewriteBucketRecord(std::move(bucket), std::move(what), std::move(change));
+  co_return s;
+}
+
+io::Task<absl::Status> Engine::RewriteBucketRecord(std::string bucket, std::string what,
+                                                   std::function<void(pb::BucketMeta&)> change) {
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
   LockGuard lock = co_await locks_.Lock(StrCat("b:", bucket), true);
   OL_CO_ASSIGN_OR_RETURN(BucketInfo info, co_await StatBucket(bucket));
@@ -106,25 +128,28 @@ io::Task<absl::Status> Engine::SetBucketPolicy(std::string bucket, std::string p
     if (!d->online.load()) continue;
     auto e = d->fs->Exists(bucket);
     if (!e.ok() || !*e) continue;
-    // The newest record (StatBucket's choice) with the new policy, on every drive: one that
-    // missed an earlier change catches up.
+    // The newest record (StatBucket's choice) changed, on every drive: one that missed an
+    // earlier change catches up.
     pb::BucketMeta meta;
     meta.set_name(bucket);
     meta.set_created_ns(absl::ToUnixNanos(info.created));
     meta.set_owner(info.owner);
-    meta.set_policy(policy);
+    meta.set_policy(info.policy);
+    meta.set_acl(info.acl);
+    change(meta);
     meta.set_updated_ns(now);
     absl::Status s = co_await AtomicReplace(*d->fs, BucketMetaPath(bucket),
                                             EncodeRecord(RecordType::kBucketMeta, meta), true);
     if (s.ok()) {
       ++ok;
     } else {
-      OL_LOG(kWarning) << "store: policy of bucket " << bucket << " on " << d->path << ": " << s;
+      OL_LOG(kWarning) << "store: " << what << " of bucket " << bucket << " on " << d->path
+                       << ": " << s;
     }
   }
   if (ok < Majority(total)) {
     co_return Error(ErrorKind::kInsufficientDrives,
-                    StrCat("the policy of bucket \"", bucket, "\" reached ", ok, " drives; ",
+                    StrCat("the ", what, " of bucket \"", bucket, "\" reached ", ok, " drives; ",
                            Majority(total), " needed"));
   }
   co_return absl::OkStatus();

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -128,6 +129,7 @@ class Engine final : public Store {
   io::Task<absl::Status> MakeBucket(std::string bucket, std::string owner) override;
   io::Task<absl::Status> DeleteBucket(std::string bucket) override;
   io::Task<absl::Status> SetBucketPolicy(std::string bucket, std::string policy) override;
+  io::Task<absl::Status> SetBucketAcl(std::string bucket, std::string acl) override;
   io::Task<absl::StatusOr<BucketInfo>> StatBucket(std::string bucket) override;
   io::Task<absl::StatusOr<std::vector<BucketInfo>>> ListBuckets() override;
 
@@ -191,6 +193,11 @@ class Engine final : public Store {
     drive(set, pos).errors.fetch_add(1, std::memory_order_relaxed);
   }
   Placement PlaceObject(std::string_view bucket, std::string_view key) const;
+
+  // buckets.cc: rewrites the bucket's newest record, changed by `change`, on every drive
+  // holding the bucket (a majority of all drives must take it).
+  io::Task<absl::Status> RewriteBucketRecord(std::string bucket, std::string what,
+                                             std::function<void(pb::BucketMeta&)> change);
 
   // quorum.cc
   io::Task<MetaRead> ReadMetaOn(int set, int pos, std::string bucket, std::string key);

@@ -102,8 +102,9 @@ TEST_CASE("routing: refusals and what is not implemented", "[s3][route]") {
   CHECK(R("GET", "/bkt?list-type=1").error_code == "InvalidArgument");
   CHECK(R("PUT", "/bkt/k?partNumber=1").error_code == "InvalidArgument");
   CHECK(R("PUT", "/bkt/k?uploadId=u").error_code == "InvalidArgument");
-  for (const char* t : {"/bkt?acl", "/bkt?policyStatus", "/bkt?lifecycle", "/bkt?tagging", "/bkt?cors",
-                        "/bkt?versions", "/bkt?object-lock", "/bkt/k?acl", "/bkt/k?versionId=3", "/bkt/k?retention", "/bkt/k?select&select-type=2"}) {
+  for (const char* t : {"/bkt?policyStatus", "/bkt?lifecycle", "/bkt?tagging", "/bkt?cors",
+                        "/bkt?versions", "/bkt?object-lock", "/bkt/k?versionId=3",
+                        "/bkt/k?retention", "/bkt/k?select&select-type=2"}) {
     for (const char* m : {"GET", "PUT", "DELETE"}) {
       INFO(m << " " << t);
       Route r = R(m, t);
@@ -116,12 +117,26 @@ TEST_CASE("routing: refusals and what is not implemented", "[s3][route]") {
   CHECK(R("GET", "/bkt/k?attributes").op == Op::kGetObjectAttributes);
   CHECK(R("HEAD", "/bkt/k?attributes").op == Op::kHeadObject);
   CHECK(R("GET", "/bkt?policy").op == Op::kGetBucketPolicy);
+  CHECK(R("GET", "/bkt?acl").op == Op::kGetBucketAcl);
+  CHECK(R("PUT", "/bkt?acl").op == Op::kPutBucketAcl);
+  CHECK(R("GET", "/bkt/k?acl").op == Op::kGetObjectAcl);
+  CHECK(R("PUT", "/bkt/k?acl").op == Op::kPutObjectAcl);
+  // A sub-resource's other methods are never the plain operation (DELETE ?acl deletes
+  // nothing).
+  for (const char* m : {"DELETE", "POST", "HEAD"}) {
+    INFO(m);
+    CHECK(R(m, "/bkt?acl").error_code == "MethodNotAllowed");
+    CHECK(R(m, "/bkt/k?acl").error_code == "MethodNotAllowed");
+    const bool deletes_tags = std::string(m) == "DELETE";
+    CHECK(R(m, "/bkt/k?tagging").error_code == (deletes_tags ? "" : "MethodNotAllowed"));
+  }
+  CHECK(R("POST", "/bkt?policy").error_code == "MethodNotAllowed");
+  CHECK(R("HEAD", "/bkt?policy").error_code == "MethodNotAllowed");
   CHECK(R("PUT", "/bkt?policy").op == Op::kPutBucketPolicy);
   CHECK(R("DELETE", "/bkt?policy").op == Op::kDeleteBucketPolicy);
   CHECK(R("GET", "/bkt/k?tagging").op == Op::kGetObjectTagging);
   CHECK(R("PUT", "/bkt/k?tagging").op == Op::kPutObjectTagging);
   CHECK(R("DELETE", "/bkt/k?tagging").op == Op::kDeleteObjectTagging);
-  CHECK(R("HEAD", "/bkt/k?tagging").op == Op::kHeadObject);
   CHECK(R("POST", "/bkt/k?tagging").error_code == "MethodNotAllowed");
 }
 

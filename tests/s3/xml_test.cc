@@ -85,6 +85,36 @@ TEST_CASE("xml: Tagging", "[s3][xml]") {
   }
 }
 
+TEST_CASE("xml: AccessControlPolicy", "[s3][xml]") {
+  auto d = ParseAccessControlPolicy(
+      "<AccessControlPolicy xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+      "<Owner><ID>me</ID></Owner><AccessControlList>"
+      "<Grant><Grantee xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
+      "xsi:type=\"CanonicalUser\"><ID>bob</ID></Grantee><Permission>READ</Permission></Grant>"
+      "<Grant><Grantee xmlns:x=\"http://www.w3.org/2001/XMLSchema-instance\" x:type=\"Group\">"
+      "<URI>http://acs.amazonaws.com/groups/global/AllUsers</URI></Grantee>"
+      "<Permission>WRITE</Permission></Grant></AccessControlList></AccessControlPolicy>");
+  REQUIRE(d.ok());
+  CHECK(d->owner == "me");
+  REQUIRE(d->grants.size() == 2);
+  CHECK(d->grants[0].type == "CanonicalUser");
+  CHECK(d->grants[0].grantee == "bob");
+  CHECK(d->grants[0].permission == "READ");
+  CHECK(d->grants[1].type == "Group");
+  CHECK(d->grants[1].grantee == "http://acs.amazonaws.com/groups/global/AllUsers");
+  for (const char* bad : {"<AccessControlPolicy/>",
+                          "<AccessControlPolicy><AccessControlList><Grant><Permission>READ"
+                          "</Permission></Grant></AccessControlList></AccessControlPolicy>",
+                          "<AccessControlPolicy><AccessControlList><Grant><Grantee><ID>x</ID>"
+                          "</Grantee><Permission>READ</Permission></Grant></AccessControlList>"
+                          "</AccessControlPolicy>",
+                          "<AccessControlPolicy><AccessControlList><Oops/></AccessControlList>"
+                          "</AccessControlPolicy>"}) {
+    INFO(bad);
+    CHECK(!ParseAccessControlPolicy(bad).ok());
+  }
+}
+
 TEST_CASE("xml: Delete, and hostile documents", "[s3][xml]") {
   auto d = ParseDelete(
       "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Quiet>true</Quiet>"

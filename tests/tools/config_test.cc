@@ -53,6 +53,7 @@ s3_tls = { cert_path = "/c.pem", key_path = "/k.pem" }
 [[credentials]]
 access_key = "akey"
 secret_key = "secretkey"
+display_name = "Ana"
 [[nodes]]
 id = 0
 rpc_addr = "10.0.0.1:9100"
@@ -84,6 +85,8 @@ sl = 0
   CHECK(c->set_drive_count == 4);
   CHECK(c->nodes.size() == 2);
   CHECK(c->nodes[0].disk_count == 1);  // upstream default
+  REQUIRE(c->credentials.size() == 1);
+  CHECK(c->credentials[0].display_name == "Ana");
   CHECK(c->kv_slab.capacity_gb.value() == 2);
   CHECK(c->kv_slab.reserve_ttl_secs == 30);
   REQUIRE(c->rdma.has_value());

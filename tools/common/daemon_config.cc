@@ -310,6 +310,7 @@ absl::Status ParseTop(const toml::table& root, std::string_view source, Config* 
       s3::Credential cred;
       OL_RETURN_IF_ERROR(c.Secret("access_key", &cred.access_key, kMinAccessKeyChars, true));
       OL_RETURN_IF_ERROR(c.Secret("secret_key", &cred.secret_key, kMinSecretChars, true));
+      OL_RETURN_IF_ERROR(c.String("display_name", &cred.display_name));
       c.WarnUnknown();
       cfg->credentials.push_back(std::move(cred));
     }

@@ -66,8 +66,8 @@ struct OL_EXPORT MetricsSnapshot {
 
 class OL_EXPORT MetricsRegistry {
  public:
-  static constexpr int kMaxCounters = 256;
-  static constexpr int kMaxHistograms = 32;
+  static constexpr int kMaxCounters = 512;
+  static constexpr int kMaxHistograms = 64;
 
   class alignas(64) Shard {
    public:

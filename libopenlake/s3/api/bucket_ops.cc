@@ -17,7 +17,7 @@ io::Task<void> ListBuckets(Call& c) {
   XmlWriter w("ListAllMyBucketsResult");
   w.Open("Owner");
   w.Element("ID", c.OwnerId());
-  w.Element("DisplayName", c.auth.access_key);
+  w.Element("DisplayName", DisplayNameOf(c, c.OwnerId()));
   w.Close();
   w.Open("Buckets");
   const std::string me = c.OwnerId();
@@ -60,6 +60,13 @@ io::Task<void> CreateBucket(Call& c) {
     }
   }
   const std::string me = c.OwnerId();
+  std::optional<Acl> acl;
+  S3Error err;
+  const std::vector<std::string> known = KnownOwnerIds(c);
+  if (!AclFromHeaders(c.req, true, me, known, &acl, &err)) {
+    co_await c.Error(std::move(err));
+    co_return;
+  }
   const absl::Status st = co_await c.store.MakeBucket(c.route.bucket, me);
   const bool exists = store::ErrorKindOf(st) == store::ErrorKind::kBucketExists;
   if (exists) {
@@ -79,7 +86,14 @@ io::Task<void> CreateBucket(Call& c) {
     co_await c.Fail(st);
     co_return;
   }
-  if (st.ok()) c.owners->Set(c.route.bucket, BucketEntry{me, nullptr});
+  if (st.ok() && acl && *acl != *CannedAcl("private", true, me)) {  // private is the default
+    const absl::Status set = co_await c.store.SetBucketAcl(c.route.bucket, EncodeAcl(*acl));
+    if (!set.ok()) {
+      co_await c.Fail(set);
+      co_return;
+    }
+  }
+  if (st.ok()) c.owners->Forget(c.route.bucket);  // read again on first use
   c.ex.AddHeader("Location", StrCat("/", c.route.bucket));
   co_await c.Empty(200);
 }

@@ -22,6 +22,10 @@ class S3Metrics {
 
   static constexpr int kOps = static_cast<int>(Op::kNotImplemented) + 1;
   static constexpr int kClasses = 5;  // 1xx .. 5xx
+  // One latency histogram and kClasses + 2 counters per operation, and one more counter.
+  static_assert(kOps <= MetricsRegistry::kMaxHistograms, "raise kMaxHistograms");
+  static_assert(kOps * (kClasses + 2) + 1 <= MetricsRegistry::kMaxCounters,
+                "raise kMaxCounters");
 
  private:
   MetricsRegistry reg_;

@@ -58,12 +58,9 @@ std::string StoredContentEncoding(std::string_view value) {
 std::string UnsupportedWriteHeader(const http::Request& req, bool conditional) {
   for (const http::Header& h : req.headers) {
     const std::string_view n = h.name;
-    if (n == "x-amz-acl") {
-      if (h.value != "private" && h.value != "bucket-owner-full-control") return h.name;
-    } else if (n == "x-amz-storage-class") {
+    if (n == "x-amz-storage-class") {
       if (h.value != "STANDARD" && h.value != "REDUCED_REDUNDANCY") return h.name;
-    } else if (n.substr(0, 12) == "x-amz-grant-" ||
-               n.substr(0, 28) == "x-amz-server-side-encryption" ||
+    } else if (n.substr(0, 28) == "x-amz-server-side-encryption" ||
                n.substr(0, 17) == "x-amz-object-lock" ||
                n == "x-amz-website-redirect-location" ||
                // Conditions on a write that does not take them are refused, never ignored.
@@ -112,6 +109,7 @@ void AddObjectHeaders(Call& c, const store::ObjectInfo& info) {
                   info.content_type.empty() ? "application/octet-stream" : info.content_type);
   for (const auto& [name, value] : info.user_meta) {
     if (IsChecksumMeta(name)) continue;  // answered by AddChecksumHeaders
+    if (name == kAclMeta) continue;  // answered by GetObjectAcl
     if (name == kTagsMeta) {
       hs.emplace_back("x-amz-tagging-count", StrCat(TagsOf(info.user_meta).size()));
       continue;

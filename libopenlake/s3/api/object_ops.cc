@@ -194,55 +194,58 @@ io::Task<void> CopyObject(Call& c) {
     co_await c.Error("InvalidArgument", 400, "Unknown tagging directive.");
     co_return;
   }
-  std::optional<store::PutOptions> replace;
-  if (directive == "REPLACE") {
-    replace.emplace();
-    if (!PutOptionsFrom(c.req, &*replace, &err)) {
-      co_await c.Error(std::move(err));
-      co_return;
-    }
-  }
-  // The source's own metadata is needed when only part of it is replaced: new metadata with
-  // the source's tags, or the source's metadata with another storage class or new tags (S3
-  // takes those onto the object itself too).
-  const bool keep_tags = directive == "REPLACE" && tagging != "REPLACE";
-  const bool change_source = directive != "REPLACE" &&
-                             (c.req.Find("x-amz-storage-class") != nullptr || tagging == "REPLACE");
-  if (keep_tags || change_source) {
-    store::Conditions none;
-    absl::StatusOr<store::ObjectInfo> src =
-        co_await c.store.StatObject(src_bucket, src_key, std::move(none));
-    if (!src.ok()) {
-      co_await c.Fail(src.status());
-      co_return;
-    }
-    if (keep_tags) {
-      SetTags(TagsOf(src->user_meta), &replace->user_meta);
-    } else {
-      replace.emplace();
-      replace->content_type = src->content_type;
-      replace->user_meta = src->user_meta;
-      SetStorageClass(c.req, &replace->user_meta);
-      if (tagging == "REPLACE") {
-        SetTags(TagSet(), &replace->user_meta);
-        if (!TagsFromHeader(c.req, &replace->user_meta, &err)) {
-          co_await c.Error(std::move(err));
-          co_return;
-        }
-      }
-    }
-  }
-  if (src_bucket == c.route.bucket && src_key == c.route.key && !replace) {
+  const bool acl_headers = c.req.Find("x-amz-acl") != nullptr ||
+                           c.req.Find("x-amz-grant-read") != nullptr ||
+                           c.req.Find("x-amz-grant-write") != nullptr ||
+                           c.req.Find("x-amz-grant-read-acp") != nullptr ||
+                           c.req.Find("x-amz-grant-write-acp") != nullptr ||
+                           c.req.Find("x-amz-grant-full-control") != nullptr;
+  const bool changes = directive == "REPLACE" || tagging == "REPLACE" || acl_headers ||
+                       c.req.Find("x-amz-storage-class") != nullptr;
+  if (src_bucket == c.route.bucket && src_key == c.route.key && !changes) {
     co_await c.Error("InvalidRequest", 400,
                      "This copy request is illegal because it is trying to copy an object to "
                      "itself without changing the object's metadata, storage class, website "
                      "redirect location or encryption attributes.");
     co_return;
   }
+  // The destination's metadata: the request's (REPLACE) or the source's, with the source's
+  // tags unless the tagging directive replaces them, and another storage class when asked;
+  // never the source's ACL (a copy is private unless the request grants more), as in S3.
+  store::Conditions none;
+  absl::StatusOr<store::ObjectInfo> src =
+      co_await c.store.StatObject(src_bucket, src_key, std::move(none));
+  if (!src.ok()) {
+    co_await c.Fail(src.status());
+    co_return;
+  }
+  store::PutOptions replace;
+  if (directive == "REPLACE") {
+    if (!PutOptionsFrom(c.req, &replace, &err)) {
+      co_await c.Error(std::move(err));
+      co_return;
+    }
+    if (tagging != "REPLACE") SetTags(TagsOf(src->user_meta), &replace.user_meta);
+  } else {
+    replace.content_type = src->content_type;
+    replace.user_meta = src->user_meta;
+    SetStorageClass(c.req, &replace.user_meta);
+    if (tagging == "REPLACE") {
+      SetTags(TagSet(), &replace.user_meta);
+      if (!TagsFromHeader(c.req, &replace.user_meta, &err)) {
+        co_await c.Error(std::move(err));
+        co_return;
+      }
+    }
+  }
+  replace.user_meta.erase(std::string(kAclMeta));
+  const bool acl_ok = co_await ObjectAclFromHeaders(c, &replace.user_meta);
+  if (!acl_ok) co_return;
   store::Conditions cond = ConditionsFrom(c.req, "x-amz-copy-source-");
+  std::optional<store::PutOptions> dest(std::move(replace));
   absl::StatusOr<store::ObjectInfo> info =
       co_await c.store.CopyObject(src_bucket, src_key, c.route.bucket, c.route.key,
-                                  std::move(replace), std::move(cond), std::move(when));
+                                  std::move(dest), std::move(cond), std::move(when));
   if (!info.ok()) {
     if (store::ErrorKindOf(info.status()) == store::ErrorKind::kNotModified) {
       // A copy's failed If-None-Match / If-Modified-Since is 412, not 304.

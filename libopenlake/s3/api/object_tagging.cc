@@ -152,13 +152,8 @@ bool TagsFromHeader(const http::Request& req, std::map<std::string, std::string>
 }
 
 io::Task<void> GetObjectTagging(Call& c) {
-  store::Conditions none;
-  absl::StatusOr<store::ObjectInfo> info =
-      co_await c.store.StatObject(c.route.bucket, c.route.key, std::move(none));
-  if (!info.ok()) {
-    co_await c.Fail(info.status());
-    co_return;
-  }
+  std::optional<store::ObjectInfo> info = co_await StatRouted(c);
+  if (!info) co_return;
   XmlWriter w("Tagging");
   w.Open("TagSet");
   for (const auto& [key, value] : TagsOf(info->user_meta)) {

@@ -94,6 +94,17 @@ io::Task<std::optional<store::ObjectInfo>> CopyInto(Call& c, store::ObjectReader
   co_return co_await Commit(c, w);
 }
 
+io::Task<std::optional<store::ObjectInfo>> StatRouted(Call& c) {
+  store::Conditions none;
+  absl::StatusOr<store::ObjectInfo> info =
+      co_await c.store.StatObject(c.route.bucket, c.route.key, std::move(none));
+  if (!info.ok()) {
+    co_await c.Fail(info.status());
+    co_return std::nullopt;
+  }
+  co_return *std::move(info);
+}
+
 io::Task<bool> BucketExists(Call& c) {
   absl::StatusOr<store::BucketInfo> b = co_await c.store.StatBucket(c.route.bucket);
   if (!b.ok()) {
@@ -137,6 +148,8 @@ io::Task<bool> WriteOptions(Call& c, store::PutOptions* po, bool conditional) {
     co_await c.Error(std::move(err));
     co_return false;
   }
+  const bool acl_ok = co_await ObjectAclFromHeaders(c, &po->user_meta);
+  if (!acl_ok) co_return false;
   if (!conditional) co_return true;
   const bool conditions_ok = co_await WriteConditionsOf(c, &po->when);
   co_return conditions_ok;

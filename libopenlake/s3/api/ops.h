@@ -24,6 +24,10 @@ io::Task<void> GetBucketVersioning(Call& c);
 io::Task<void> GetBucketPolicy(Call& c);     // bucket_policy_ops.cc
 io::Task<void> PutBucketPolicy(Call& c);
 io::Task<void> DeleteBucketPolicy(Call& c);
+io::Task<void> GetBucketAcl(Call& c);        // acl_ops.cc
+io::Task<void> PutBucketAcl(Call& c);
+io::Task<void> GetObjectAcl(Call& c);
+io::Task<void> PutObjectAcl(Call& c);
 
 io::Task<void> ListObjects(Call& c, bool v2);
 io::Task<void> ListMultipartUploads(Call& c);
@@ -67,6 +71,8 @@ io::Task<std::optional<store::ObjectInfo>> CopyInto(Call& c, store::ObjectReader
                                                      store::ObjectWriter& w);
 // True when the route's bucket exists; false after answering NoSuchBucket (or another error).
 io::Task<bool> BucketExists(Call& c);
+// The routed object's metadata (no condition); nullopt after answering the error.
+io::Task<std::optional<store::ObjectInfo>> StatRouted(Call& c);
 // False after answering NotImplemented for a write header this server does not honour;
 // `conditional`: the operation takes conditional writes (PutObject, CompleteMultipartUpload).
 io::Task<bool> WriteHeadersSupported(Call& c, bool conditional = false);
@@ -119,6 +125,14 @@ inline constexpr std::string_view kStorageClassMeta = "sc:class";
 std::string StorageClassOf(const store::ObjectInfo& info);
 // x-amz-storage-class of the request into `meta` (STANDARD removes another class).
 void SetStorageClass(const http::Request& req, std::map<std::string, std::string>* meta);
+
+// Object ACLs (acl_ops.cc): kept in user metadata under this name (EncodeAcl's form); an
+// object without one is private.
+inline constexpr std::string_view kAclMeta = "acl:grants";
+// The ACL x-amz-acl or x-amz-grant-* of a write set on a new object (PutObject, copies,
+// CreateMultipartUpload), into `meta` (absent: the object is private); false after answering
+// the S3 error.
+io::Task<bool> ObjectAclFromHeaders(Call& c, std::map<std::string, std::string>* meta);
 
 // Object tags (object_tagging.cc): kept in user metadata under this name, as the query string
 // x-amz-tagging takes ("k1=v1&k2=v2", percent-encoded).

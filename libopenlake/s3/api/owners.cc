@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "s3/api/ops.h"
 #include "s3/api/service.h"
 
 #include "openlake/strings.h"
@@ -36,9 +37,17 @@ std::string OwnerOf(const Call& c, const store::BucketInfo& bucket) {
   return OwnerIdOf(c.opts.credentials.keys.front().access_key);
 }
 
+std::vector<std::string> KnownOwnerIds(const Call& c) {
+  std::vector<std::string> ids;
+  for (const auto& key : c.opts.credentials.keys) ids.push_back(OwnerIdOf(key.access_key));
+  return ids;
+}
+
 std::string DisplayNameOf(const Call& c, std::string_view id) {
   for (const auto& key : c.opts.credentials.keys) {
-    if (OwnerIdOf(key.access_key) == id) return key.access_key;
+    if (OwnerIdOf(key.access_key) == id) {
+      return key.display_name.empty() ? key.access_key : key.display_name;
+    }
   }
   return "";
 }
@@ -57,6 +66,7 @@ io::Task<std::optional<BucketEntry>> BucketEntryOf(Call& c, std::string bucket) 
     // A stored policy was checked when it was put; one that no longer parses grants nothing.
     if (policy.ok()) entry.policy = std::make_shared<const BucketPolicy>(*std::move(policy));
   }
+  if (!info->acl.empty()) entry.acl = std::make_shared<const Acl>(DecodeAcl(info->acl));
   if (c.owners != nullptr) c.owners->Set(bucket, entry);
   co_return entry;
 }
@@ -79,6 +89,10 @@ std::string_view PolicyAction(Op op) {
     case Op::kGetBucketPolicy: return "s3:GetBucketPolicy";
     case Op::kPutBucketPolicy: return "s3:PutBucketPolicy";
     case Op::kDeleteBucketPolicy: return "s3:DeleteBucketPolicy";
+    case Op::kGetBucketAcl: return "s3:GetBucketAcl";
+    case Op::kPutBucketAcl: return "s3:PutBucketAcl";
+    case Op::kGetObjectAcl: return "s3:GetObjectAcl";
+    case Op::kPutObjectAcl: return "s3:PutObjectAcl";
     case Op::kPutObject:
     case Op::kCopyObject:
     case Op::kPostObject:
@@ -144,6 +158,49 @@ PolicyRequest PolicyRequestOf(const Call& c, std::string_view action, std::strin
   return r;
 }
 
+// The bucket ACL permission an action needs, when a bucket ACL can grant it.
+std::optional<Permission> BucketPermission(std::string_view action) {
+  if (action == "s3:ListBucket" || action == "s3:ListBucketMultipartUploads") {
+    return Permission::kRead;
+  }
+  if (action == "s3:PutObject" || action == "s3:DeleteObject" ||
+      action == "s3:AbortMultipartUpload" || action == "s3:ListMultipartUploadParts") {
+    return Permission::kWrite;
+  }
+  if (action == "s3:GetBucketAcl") return Permission::kReadAcp;
+  if (action == "s3:PutBucketAcl") return Permission::kWriteAcp;
+  return std::nullopt;
+}
+
+// The object ACL permission an action needs, when an object ACL can grant it.
+std::optional<Permission> ObjectPermission(std::string_view action) {
+  if (action == "s3:GetObject" || action == "s3:GetObjectAttributes") return Permission::kRead;
+  if (action == "s3:GetObjectAcl") return Permission::kReadAcp;
+  if (action == "s3:PutObjectAcl") return Permission::kWriteAcp;
+  return std::nullopt;
+}
+
+// Whether the bucket's or the object's ACL grants `action` (the object's metadata is read
+// only here, for callers neither ownership nor the policy let in).
+io::Task<bool> AclGrants(Call& c, const BucketEntry& entry, const std::string& bucket,
+                         std::string_view action, const std::string& key) {
+  if (std::optional<Permission> p = BucketPermission(action)) {
+    const bool granted =
+        entry.acl != nullptr && AclAllows(*entry.acl, *p, c.anonymous, c.OwnerId());
+    co_return granted;
+  }
+  std::optional<Permission> p = ObjectPermission(action);
+  if (!p || key.empty()) co_return false;
+  store::Conditions none;
+  absl::StatusOr<store::ObjectInfo> info =
+      co_await c.store.StatObject(bucket, key, std::move(none));
+  if (!info.ok()) co_return false;
+  auto it = info->user_meta.find(std::string(kAclMeta));
+  if (it == info->user_meta.end()) co_return false;
+  const Acl acl = DecodeAcl(it->second);
+  co_return AclAllows(acl, *p, c.anonymous, c.OwnerId());
+}
+
 bool IsPolicyAction(std::string_view action) {
   return action == "s3:GetBucketPolicy" || action == "s3:PutBucketPolicy" ||
          action == "s3:DeleteBucketPolicy";
@@ -164,13 +221,17 @@ io::Task<bool> Authorize(Call& c, std::string bucket, std::string_view action, s
   // An owner denied by their own policy may still change the policy, as S3's root user may.
   const bool denied = decision == PolicyDecision::kDeny && !(owner && IsPolicyAction(action));
   if (!denied && (owner || decision == PolicyDecision::kAllow)) co_return true;
+  if (!denied) {
+    const bool granted = co_await AclGrants(c, *entry, bucket, action, key);
+    if (granted) co_return true;
+  }
   if (answer) co_await c.Error("AccessDenied", 403, "Access Denied");
   co_return false;
 }
 
 io::Task<bool> MayAskPerKey(Call& c) {
   std::optional<BucketEntry> entry = co_await BucketEntryOf(c, c.route.bucket);
-  if (!entry || entry->policy != nullptr) co_return true;
+  if (!entry || entry->policy != nullptr || entry->acl != nullptr) co_return true;
   if (!c.anonymous && entry->owner == c.OwnerId()) co_return true;
   co_await c.Error("AccessDenied", 403, "Access Denied");
   co_return false;

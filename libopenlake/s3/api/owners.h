@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 
+#include "s3/api/acl.h"
 #include "s3/api/policy.h"
 #include "s3/api/route.h"
 
@@ -31,6 +32,7 @@ std::string OwnerIdOf(std::string_view access_key);
 struct BucketEntry {
   std::string owner;
   std::shared_ptr<const BucketPolicy> policy;  // null when the bucket has none
+  std::shared_ptr<const Acl> acl;              // null when never set (private)
 };
 
 class BucketOwners {
@@ -47,8 +49,10 @@ class BucketOwners {
 
 // The owner id of a bucket as recorded, the first configured user's when it has none.
 std::string OwnerOf(const Call& c, const store::BucketInfo& bucket);
-// The display name of owner id `id`: the access key of the configured user it is ("" when
-// none is).
+// The owner ids of the configured users (the ids an ACL grant may name).
+std::vector<std::string> KnownOwnerIds(const Call& c);
+// The display name of owner id `id`: the configured user's display_name, else its access key
+// ("" when it is no configured user).
 std::string DisplayNameOf(const Call& c, std::string_view id);
 // The owner id and policy of `bucket` (cached); nullopt when the bucket does not exist or
 // cannot be read now (the operation answers that itself).

@@ -8,18 +8,23 @@ namespace {
 
 // Sub-resources S3 has and this server does not implement, per target.
 constexpr std::string_view kBucketUnsupported[] = {
-    "accelerate", "acl", "analytics", "cors", "encryption", "intelligent-tiering", "inventory",
+    "accelerate", "analytics", "cors", "encryption", "intelligent-tiering", "inventory",
     "lifecycle", "logging", "metrics", "notification", "object-lock", "ownershipControls",
     "policyStatus", "publicAccessBlock", "replication", "requestPayment", "tagging",
     "versions", "website", "session"};
 constexpr std::string_view kObjectUnsupported[] = {
-    "acl", "legal-hold", "restore", "retention", "select", "torrent"};
+    "legal-hold", "restore", "retention", "select", "torrent"};
 
 Route Fail(Route r, std::string code, int status, std::string message) {
   r.error_code = std::move(code);
   r.error_status = status;
   r.error_message = std::move(message);
   return r;
+}
+
+Route MethodNotAllowed(Route r) {
+  return Fail(std::move(r), "MethodNotAllowed", 405,
+              "The specified method is not allowed against this resource.");
 }
 
 Route NotImplemented(Route r, std::string what) {
@@ -72,6 +77,10 @@ std::string_view OpName(Op op) {
     case Op::kGetBucketPolicy: return "GetBucketPolicy";
     case Op::kPutBucketPolicy: return "PutBucketPolicy";
     case Op::kDeleteBucketPolicy: return "DeleteBucketPolicy";
+    case Op::kGetBucketAcl: return "GetBucketAcl";
+    case Op::kPutBucketAcl: return "PutBucketAcl";
+    case Op::kGetObjectAcl: return "GetObjectAcl";
+    case Op::kPutObjectAcl: return "PutObjectAcl";
     case Op::kGetObjectTagging: return "GetObjectTagging";
     case Op::kPutObjectTagging: return "PutObjectTagging";
     case Op::kDeleteObjectTagging: return "DeleteObjectTagging";
@@ -124,7 +133,14 @@ Route RouteRequest(const http::Request& req, const RouteOptions& options) {
     for (std::string_view sub : kBucketUnsupported) {
       if (r.Has(sub)) return NotImplemented(std::move(r), "bucket " + std::string(sub));
     }
-    if (r.Has("policy") && (m == "GET" || m == "PUT" || m == "DELETE")) {
+    // Sub-resources with operations of their own: never the plain bucket operation.
+    if (r.Has("acl")) {
+      if (m != "GET" && m != "PUT") return MethodNotAllowed(std::move(r));
+      r.op = m == "GET" ? Op::kGetBucketAcl : Op::kPutBucketAcl;
+      return r;
+    }
+    if (r.Has("policy")) {
+      if (m != "GET" && m != "PUT" && m != "DELETE") return MethodNotAllowed(std::move(r));
       r.op = m == "GET" ? Op::kGetBucketPolicy
                         : (m == "PUT" ? Op::kPutBucketPolicy : Op::kDeleteBucketPolicy);
       return r;
@@ -168,7 +184,11 @@ Route RouteRequest(const http::Request& req, const RouteOptions& options) {
   const bool upload = r.Has("uploadId");
   if (m == "GET" && r.Has("attributes")) {
     r.op = Op::kGetObjectAttributes;
-  } else if (r.Has("tagging") && (m == "GET" || m == "PUT" || m == "DELETE")) {
+  } else if (r.Has("acl")) {
+    if (m != "GET" && m != "PUT") return MethodNotAllowed(std::move(r));
+    r.op = m == "GET" ? Op::kGetObjectAcl : Op::kPutObjectAcl;
+  } else if (r.Has("tagging")) {
+    if (m != "GET" && m != "PUT" && m != "DELETE") return MethodNotAllowed(std::move(r));
     r.op = m == "GET" ? Op::kGetObjectTagging
                       : (m == "PUT" ? Op::kPutObjectTagging : Op::kDeleteObjectTagging);
   } else if (m == "GET") {

@@ -176,6 +176,10 @@ io::Task<void> S3Service::Dispatch(Call& c) {
     case Op::kGetBucketPolicy: co_await GetBucketPolicy(c); break;
     case Op::kPutBucketPolicy: co_await PutBucketPolicy(c); break;
     case Op::kDeleteBucketPolicy: co_await DeleteBucketPolicy(c); break;
+    case Op::kGetBucketAcl: co_await GetBucketAcl(c); break;
+    case Op::kPutBucketAcl: co_await PutBucketAcl(c); break;
+    case Op::kGetObjectAcl: co_await GetObjectAcl(c); break;
+    case Op::kPutObjectAcl: co_await PutObjectAcl(c); break;
     case Op::kListObjects: co_await ListObjects(c, false); break;
     case Op::kListObjectsV2: co_await ListObjects(c, true); break;
     case Op::kListMultipartUploads: co_await ListMultipartUploads(c); break;

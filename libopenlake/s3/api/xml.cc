@@ -82,6 +82,11 @@ void XmlWriter::Open(std::string_view name) {
   open_.emplace_back(name);
 }
 
+void XmlWriter::Open(std::string_view name, std::string_view attributes) {
+  out_.append("<").append(name).append(attributes).append(">");
+  open_.emplace_back(name);
+}
+
 void XmlWriter::Close() {
   if (open_.empty()) return;
   out_.append("</").append(open_.back()).append(">");
@@ -203,6 +208,41 @@ absl::StatusOr<TagSet> ParseTagging(std::string_view body) {
     tags.emplace_back(n.child("Key").text().as_string(), n.child("Value").text().as_string());
   }
   return tags;
+}
+
+absl::StatusOr<AclDocument> ParseAccessControlPolicy(std::string_view body) {
+  pugi::xml_document doc;
+  pugi::xml_node root;
+  if (absl::Status s = Load(body, "AccessControlPolicy", &doc, &root); !s.ok()) return s;
+  AclDocument out;
+  out.owner = ChildText(root.child("Owner"), "ID");
+  pugi::xml_node list = root.child("AccessControlList");
+  if (!list) return Malformed("no AccessControlList");
+  for (pugi::xml_node g : list.children()) {
+    if (g.type() != pugi::node_element) continue;
+    if (std::strcmp(g.name(), "Grant") != 0) {
+      return Malformed("unexpected element " + std::string(g.name()));
+    }
+    pugi::xml_node grantee = g.child("Grantee");
+    if (!grantee || !g.child("Permission")) {
+      return Malformed("a Grant needs a Grantee and a Permission");
+    }
+    AclDocumentGrant out_grant;
+    // xsi:type, under whatever prefix the client bound the schema-instance namespace to.
+    for (pugi::xml_attribute a : grantee.attributes()) {
+      const std::string_view name = a.name();
+      if (name == "type" || (name.size() > 5 && name.substr(name.size() - 5) == ":type")) {
+        out_grant.type = a.value();
+      }
+    }
+    if (out_grant.type.empty()) return Malformed("a Grantee needs its xsi:type");
+    for (const char* child : {"ID", "URI", "EmailAddress"}) {
+      if (grantee.child(child)) out_grant.grantee = grantee.child(child).text().as_string();
+    }
+    out_grant.permission = g.child("Permission").text().as_string();
+    out.grants.push_back(std::move(out_grant));
+  }
+  return out;
 }
 
 absl::StatusOr<S3Error> ParseErrorXml(std::string_view body) {

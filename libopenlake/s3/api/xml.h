@@ -30,6 +30,8 @@ class XmlWriter {
  public:
   explicit XmlWriter(std::string_view root, bool s3_namespace = true);
   void Open(std::string_view name);
+  // An element with attributes: `attributes` is written as given (` a="v"`, escaped already).
+  void Open(std::string_view name, std::string_view attributes);
   void Close();
   void Element(std::string_view name, std::string_view text);
   // Text inside the element open now.
@@ -74,6 +76,20 @@ absl::StatusOr<std::string> ParseLocationConstraint(std::string_view body);
 // tags in document order, unchecked (ValidateTags in ops.h judges them).
 using TagSet = std::vector<std::pair<std::string, std::string>>;
 absl::StatusOr<TagSet> ParseTagging(std::string_view body);
+
+// <AccessControlPolicy><Owner><ID/></Owner><AccessControlList><Grant><Grantee xsi:type="...">
+// <ID/>|<URI/>|<EmailAddress/></Grantee><Permission/></Grant>...</AccessControlList>
+// </AccessControlPolicy> (PutBucketAcl, PutObjectAcl), unchecked beyond its shape.
+struct AclDocumentGrant {
+  std::string type;        // CanonicalUser, Group, AmazonCustomerByEmail
+  std::string grantee;     // the ID, URI or EmailAddress
+  std::string permission;  // READ, WRITE, READ_ACP, WRITE_ACP, FULL_CONTROL (unchecked)
+};
+struct AclDocument {
+  std::string owner;  // Owner/ID ("" when absent)
+  std::vector<AclDocumentGrant> grants;
+};
+absl::StatusOr<AclDocument> ParseAccessControlPolicy(std::string_view body);
 
 // An S3 error body (<Error><Code/><Message/>...</Error>, as ErrorXml writes it), read by the
 // client: its code and message. InvalidArgument when the body is not such a document.

@@ -806,3 +806,110 @@ def test_bucket_policy_public_read(s3, server, bucket_name):
     assert error_code(e) == ("NoSuchBucketPolicy", 404)
     # A missing bucket is NoSuchBucket for anyone.
     assert xml_code(anon("GET", f"/{b}-missing/k")[2]) == "NoSuchBucket"
+
+
+def test_acls(tmp_path, bucket_name):
+    """Canned ACLs and grants on buckets and objects (x-amz-acl, x-amz-grant-*, documents):
+    a public-read object is read without credentials, a public-read bucket listed, a grant
+    lets another user read or change an ACL, Get*Acl show the grants, and a copy does not
+    inherit its source's ACL."""
+    from botocore import UNSIGNED
+    root = tmp_path / "acls"
+    root.mkdir()
+    srv = Server(root)
+    srv.config.write_text(srv.config.read_text() + "[[credentials]]\n"
+                          f'access_key = "{BOB_KEY}"\nsecret_key = "{BOB_SECRET}"\n'
+                          'display_name = "Bob"\n')
+    srv.start()
+    try:
+        alice = make_client(srv)
+        bob = make_client(srv, access_key=BOB_KEY, secret_key=BOB_SECRET)
+        public = make_client(srv, signature_version=UNSIGNED)
+        bob_id = hashlib.sha256(f"openlake-owner:{BOB_KEY}".encode()).hexdigest()
+        all_users = "http://acs.amazonaws.com/groups/global/AllUsers"
+        a = bucket_name("acl")
+        alice.create_bucket(Bucket=a)
+        alice_id = alice.get_bucket_acl(Bucket=a)["Owner"]["ID"]
+        assert alice.get_bucket_acl(Bucket=a)["Grants"] == [
+            {"Grantee": {"Type": "CanonicalUser", "ID": alice_id, "DisplayName": srv.access_key},
+             "Permission": "FULL_CONTROL"}]
+        alice.put_object(Bucket=a, Key="public", Body=b"hello", ACL="public-read")
+        alice.put_object(Bucket=a, Key="private", Body=b"no")
+
+        assert public.get_object(Bucket=a, Key="public")["Body"].read() == b"hello"
+        refused = [lambda: public.get_object(Bucket=a, Key="private"),
+                   lambda: public.list_objects_v2(Bucket=a),
+                   lambda: bob.get_object(Bucket=a, Key="private"),
+                   lambda: public.get_object_acl(Bucket=a, Key="public")]
+        for call in refused:
+            with pytest.raises(ClientError) as e:
+                call()
+            assert error_code(e) == ("AccessDenied", 403)
+        grants = alice.get_object_acl(Bucket=a, Key="public")["Grants"]
+        assert {"Grantee": {"Type": "Group", "URI": all_users}, "Permission": "READ"} in grants
+
+        # A public-read bucket is listed by anyone; writing still needs WRITE.
+        alice.put_bucket_acl(Bucket=a, ACL="public-read")
+        assert [o["Key"] for o in public.list_objects_v2(Bucket=a)["Contents"]] == [
+            "private", "public"]
+        with pytest.raises(ClientError) as e:
+            public.put_object(Bucket=a, Key="x", Body=b"x")
+        assert error_code(e) == ("AccessDenied", 403)
+        alice.put_bucket_acl(Bucket=a, ACL="private")
+        with pytest.raises(ClientError) as e:
+            public.list_objects_v2(Bucket=a)
+        assert error_code(e) == ("AccessDenied", 403)
+
+        # Grants to another user, by header and by document.
+        alice.put_object_acl(Bucket=a, Key="private", GrantRead=f'id="{bob_id}"')
+        assert alice.get_object_acl(Bucket=a, Key="private")["Grants"] == [
+            {"Grantee": {"Type": "CanonicalUser", "ID": bob_id, "DisplayName": "Bob"},
+             "Permission": "READ"}]
+        assert bob.get_object(Bucket=a, Key="private")["Body"].read() == b"no"
+        with pytest.raises(ClientError) as e:
+            bob.put_object_acl(Bucket=a, Key="private", ACL="public-read")
+        assert error_code(e) == ("AccessDenied", 403)
+        alice.put_object_acl(Bucket=a, Key="private", AccessControlPolicy={
+            "Owner": {"ID": alice_id},
+            "Grants": [{"Grantee": {"Type": "CanonicalUser", "ID": alice_id},
+                        "Permission": "FULL_CONTROL"},
+                       {"Grantee": {"Type": "CanonicalUser", "ID": bob_id},
+                        "Permission": "WRITE_ACP"}]})
+        bob.put_object_acl(Bucket=a, Key="private", ACL="public-read")
+        assert public.get_object(Bucket=a, Key="private")["Body"].read() == b"no"
+        assert alice.head_object(Bucket=a, Key="private")["ContentLength"] == 2
+
+        # A copy is private unless the request grants more.
+        alice.copy_object(Bucket=a, Key="copy", CopySource={"Bucket": a, "Key": "public"})
+        with pytest.raises(ClientError) as e:
+            public.get_object(Bucket=a, Key="copy")
+        assert error_code(e) == ("AccessDenied", 403)
+        alice.copy_object(Bucket=a, Key="copy2", CopySource={"Bucket": a, "Key": "private"},
+                          ACL="public-read")
+        assert public.get_object(Bucket=a, Key="copy2")["Body"].read() == b"no"
+
+        # Refusals: e-mail grantees, unknown ids and groups, unknown canned ACLs, both forms.
+        for kwargs, code in (({"GrantRead": 'emailAddress="x@example.com"'},
+                              "UnresolvableGrantByEmailAddress"),
+                             ({"GrantRead": 'id="0123"'}, "InvalidArgument"),
+                             ({"GrantRead": 'uri="http://example.com/g"'}, "InvalidArgument"),
+                             ({"ACL": "everyone"}, "InvalidArgument"),
+                             ({"ACL": "public-read", "GrantRead": f'id="{bob_id}"'},
+                              "InvalidRequest")):
+            with pytest.raises(ClientError) as e:
+                alice.put_object_acl(Bucket=a, Key="public", **kwargs)
+            assert error_code(e) == (code, 400), kwargs
+        with pytest.raises(ClientError) as e:
+            alice.put_object(Bucket=a, Key="bad", Body=b"x", ACL="everyone")
+        assert error_code(e) == ("InvalidArgument", 400)
+        # DELETE ?acl is no DeleteBucket.
+        status, _, _ = raw_request(srv, "DELETE", f"/{a}?acl")
+        assert status == 405
+        alice.head_bucket(Bucket=a)
+        # A bucket created with a canned ACL has it.
+        b = bucket_name("aclb")
+        alice.create_bucket(Bucket=b, ACL="public-read")
+        alice.put_object(Bucket=b, Key="k", Body=b"v")
+        assert [o["Key"] for o in public.list_objects_v2(Bucket=b)["Contents"]] == ["k"]
+    finally:
+        assert srv.stop() == 0

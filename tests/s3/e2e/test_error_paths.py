@@ -367,10 +367,10 @@ def test_wrong_region(server, canary_bucket, presigned):
 # ----------------------------------------------------- S3Service::Process: not implemented
 
 @pytest.mark.parametrize("method,path", [
-    ("GET", "/{b}?acl"),           # Process: NotImplemented (bucket sub-resource)
+    ("GET", "/{b}?cors"),          # Process: NotImplemented (bucket sub-resource)
     ("GET", "/{b}?versions"),      # Process: NotImplemented (object versions listing)
     ("PUT", "/{b}?versioning"),    # Process: NotImplemented (versioning changes)
-    ("GET", "/{b}/canary?acl"),    # Process: NotImplemented (object sub-resource)
+    ("GET", "/{b}/canary?retention"),  # Process: NotImplemented (object sub-resource)
     ("GET", "/{b}/canary?versionId=3"),  # Process: NotImplemented (versionId)
 ])
 def test_not_implemented_routes(server, canary_bucket, method, path):
@@ -381,9 +381,9 @@ def test_not_implemented_routes(server, canary_bucket, method, path):
 
 def test_create_bucket_errors(server, canary_bucket, bucket_name):
     name = bucket_name("cb")
-    # CreateBucket (WriteHeadersSupported): NotImplemented for a public ACL.
+    # CreateBucket (WriteHeadersSupported): NotImplemented for SSE-KMS.
     check(server, (501, "NotImplemented"), "PUT", f"/{name}", b"",
-          {"x-amz-acl": "public-read"})
+          {"x-amz-server-side-encryption": "aws:kms"})
     # CreateBucket: MalformedXML.
     check(server, (400, "MalformedXML"), "PUT", f"/{name}", b"not xml at all")
     # CreateBucket: IllegalLocationConstraintException (a named foreign region).
@@ -440,8 +440,8 @@ def test_bucket_exists(server, method, query, bucket, want):
 # WriteHeadersSupported (op_streams): NotImplemented through every caller, each with another
 # header it refuses.
 @pytest.mark.parametrize("op,header", [
-    # CreateBucket (WriteHeadersSupported): NotImplemented, an ACL grant.
-    pytest.param("CreateBucket", ("x-amz-grant-read", "id=x"), id="CreateBucket"),
+    # CreateBucket (WriteHeadersSupported): NotImplemented, object lock.
+    pytest.param("CreateBucket", ("x-amz-object-lock-token", "x"), id="CreateBucket"),
     # PutObject (WriteOptions -> WriteHeadersSupported): NotImplemented, SSE.
     pytest.param("PutObject", ("x-amz-server-side-encryption", "AES256"), id="PutObject"),
     # PutObject (WriteOptions -> WriteConditionsOf): NotImplemented, If-None-Match with an

@@ -13,6 +13,8 @@ namespace openlake::s3 {
 struct Credential {
   std::string access_key;
   std::string secret_key;
+  // The user's name in answers (ListBuckets' and ACLs' DisplayName); the access key when empty.
+  std::string display_name;
 };
 
 }  // namespace openlake::s3

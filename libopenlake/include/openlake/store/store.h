@@ -87,6 +87,7 @@ struct BucketInfo {
   absl::Time created;
   std::string owner;  // the owner's id; "" for a bucket made before buckets had owners
   std::string policy;  // its S3 bucket policy (JSON), "" when it has none
+  std::string acl;     // its S3 ACL as the S3 layer encodes it, "" when never set
 };
 
 struct PartSummary {
@@ -390,6 +391,8 @@ class OL_EXPORT Store {
   // Replaces the bucket's policy document ("" removes it) on every drive holding the bucket;
   // a majority of all drives must take it. The store keeps it as given (the S3 layer checks it).
   virtual io::Task<absl::Status> SetBucketPolicy(std::string bucket, std::string policy) = 0;
+  // The same for the bucket's ACL (kept as given).
+  virtual io::Task<absl::Status> SetBucketAcl(std::string bucket, std::string acl) = 0;
   virtual io::Task<absl::StatusOr<BucketInfo>> StatBucket(std::string bucket) = 0;
   virtual io::Task<absl::StatusOr<std::vector<BucketInfo>>> ListBuckets() = 0;
 
