@@ -119,7 +119,8 @@ io::Task<absl::Status> Engine::SetBucketAcl(std::string bucket, std::string acl)
 io::Task<absl::Status> Engine::RewriteBucketRecord(std::string bucket, std::string what,
                                                    std::function<void(pb::BucketMeta&)> change) {
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
-  LockGuard lock = co_await locks_.Lock(StrCat("b:", bucket), true);
+  const std::string lock_name = StrCat("b:", bucket);
+  LockGuard lock = co_await locks_.Lock(lock_name, true);
   OL_CO_ASSIGN_OR_RETURN(BucketInfo info, co_await StatBucket(bucket));
   const int64_t now = NowNs();
   const int total = static_cast<int>(drives_.size());

@@ -162,8 +162,10 @@ bool SameVersion(const pb::ObjectVersion& a, const pb::ObjectVersion& b) {
   return true;
 }
 
-std::string DataDirOf(const pb::ObjectVersion& v) {
-  return DataDirName(Hex(v.data_id().empty() ? v.version_id() : v.data_id()));
+const std::string& DataIdOf(const pb::ObjectVersion& v) {
+  return v.data_id().empty() ? v.version_id() : v.data_id();
 }
+
+std::string DataDirOf(const pb::ObjectVersion& v) { return DataDirName(Hex(DataIdOf(v))); }
 
 }  // namespace openlake::store

@@ -53,8 +53,10 @@ ObjectInfo ToObjectInfo(std::string_view bucket, std::string_view key,
 
 // True when a and b describe the same write (same id and the fields every drive shares).
 bool SameVersion(const pb::ObjectVersion& a, const pb::ObjectVersion& b);
-// The name of the data folder holding `v`'s shards ("%data.<hex>" of its own id, or of the
-// version it shares them with: ObjectVersion.data_id).
+// The id of the version whose data folder holds `v`'s shards: its own, or the one it shares
+// them with (ObjectVersion.data_id).
+const std::string& DataIdOf(const pb::ObjectVersion& v);
+// The name of that data folder ("%data.<hex>").
 std::string DataDirOf(const pb::ObjectVersion& v);
 
 }  // namespace openlake::store

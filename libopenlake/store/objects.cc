@@ -159,7 +159,8 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::UpdateObjectMeta(std::string bucket
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
   OL_CO_RETURN_IF_ERROR(ValidateObjectKey(key));
   const int set = static_cast<int>(PlaceObject(bucket, key).set);
-  LockGuard lock = co_await locks_.Lock(StrCat("o:", bucket, "/", key), true);
+  const std::string lock_name = StrCat("o:", bucket, "/", key);
+  LockGuard lock = co_await locks_.Lock(lock_name, true);
   inline_cache_.Invalidate(StrCat(bucket, "/", key));
   Resolved cur = co_await ReadAndResolve(set, bucket, key);
   if (!cur.status.ok()) {
@@ -173,8 +174,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::UpdateObjectMeta(std::string bucket
   // copy (per-drive fields and inline shard kept) with the new metadata. It is newer by a
   // nanosecond, which no answer shows, so that it wins over the old one on every read quorum.
   const std::string id = NewVersionId();
-  const std::string data_id =
-      cur.version.data_id().empty() ? cur.version.version_id() : cur.version.data_id();
+  const std::string data_id = DataIdOf(cur.version);
   std::vector<DriveCommit> commits(static_cast<size_t>(n_));
   int holders = 0;
   for (int p = 0; p < n_; ++p) {

@@ -51,7 +51,10 @@ TEST_CASE("acl: who a grant lets in", "[s3][acl]") {
 }
 
 TEST_CASE("acl: x-amz-acl and x-amz-grant-* headers", "[s3][acl]") {
-  const std::vector<std::string> known{"me", "bob"};
+  const IsUser known = [](std::string_view id) { return id == "me" || id == "bob"; };
+  CHECK(!HasAclHeaders(WithHeaders({{"x-amz-meta-acl", "x"}})));
+  CHECK(HasAclHeaders(WithHeaders({{"x-amz-grant-write-acp", "id=me"}})));
+  CHECK(HasAclHeaders(WithHeaders({{"x-amz-acl", "private"}})));
   std::optional<Acl> acl;
   S3Error err;
   REQUIRE(AclFromHeaders(WithHeaders({}), true, "me", known, &acl, &err));

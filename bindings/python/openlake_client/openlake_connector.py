@@ -156,7 +156,9 @@ def _boundary_offloads(scheduler_output: Any) -> Optional[Dict[str, Any]]:
     then finds the state blocks in the block table)."""
     state = getattr(scheduler_output, "kv_connector_block_state", _MISSING)
     if state is not _MISSING:
-        return dict(getattr(state, "boundary_state_offloads", None) or {}) if state is not None else {}
+        if state is None:
+            return {}
+        return dict(getattr(state, "boundary_state_offloads", None) or {})
     tail = getattr(scheduler_output, "partial_tail_offloads", _MISSING)
     if tail is not _MISSING:
         return dict(tail or {})
@@ -550,6 +552,8 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):  # type: ignore[misc, 
         after = min(computed + scheduled, int(req.num_tokens))
         lora = getattr(getattr(req, "lora_request", None), "lora_name", None)
         for g in self._groups:
+            if g.kind == STATE and self._state_handoff:
+                continue  # saved from vLLM's hand-off (_plan_state_offers)
             hashes = self._hashes(req, g)
             keys = [ol_keys.block_key(h) for h in hashes]
             ids = st.block_ids[g.index]
@@ -558,9 +562,6 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):  # type: ignore[misc, 
             if full <= first:
                 continue
             if g.kind == STATE:
-                if self._state_handoff:
-                    st.stored[g.index] = full
-                    continue  # saved from vLLM's hand-off (_plan_state_offers)
                 # The state after token `after` is in block after/B - 1 only when this step's
                 # computation ends on that boundary; blocks it crossed hold no state.
                 first = full - 1 if after == full * g.block_size else full

@@ -1,8 +1,6 @@
 // S3 access control lists (see acl.h).
 #include "s3/api/acl.h"
 
-#include <algorithm>
-
 #include "openlake/strings.h"
 
 namespace openlake::s3 {
@@ -23,8 +21,8 @@ std::string_view Trim(std::string_view s) {
 
 // One x-amz-grant-* header's grantees: `id="..."`, `uri="..."`, `emailAddress="..."`, comma
 // separated, quotes optional.
-bool ParseGrantees(std::string_view value, Permission p, const std::vector<std::string>& known,
-                   Acl* out, S3Error* error) {
+bool ParseGrantees(std::string_view value, Permission p, const IsUser& is_user, Acl* out,
+                   S3Error* error) {
   size_t pos = 0;
   while (pos <= value.size()) {
     size_t comma = value.find(',', pos);
@@ -40,34 +38,57 @@ bool ParseGrantees(std::string_view value, Permission p, const std::vector<std::
     const std::string_view type = Trim(item.substr(0, eq));
     std::string_view id = Trim(item.substr(eq + 1));
     if (id.size() >= 2 && id.front() == '"' && id.back() == '"') id = id.substr(1, id.size() - 2);
-    Grant g;
-    g.permission = p;
-    g.id = std::string(id);
+    GranteeKind kind = GranteeKind::kId;
     if (type == "id") {
-      if (std::find(known.begin(), known.end(), g.id) == known.end()) {
-        *error = S3Error{"InvalidArgument", 400, "Invalid id"};
-        return false;
-      }
+      kind = GranteeKind::kId;
     } else if (type == "uri") {
-      if (id != kAllUsers && id != kAuthenticatedUsers && id != kLogDelivery) {
-        *error = S3Error{"InvalidArgument", 400, "Invalid group uri"};
-        return false;
-      }
-      g.group = true;
+      kind = GranteeKind::kGroup;
     } else if (type == "emailAddress") {
-      *error = S3Error{"UnresolvableGrantByEmailAddress", 400,
-                       "The e-mail address you provided does not match any account on record."};
-      return false;
+      kind = GranteeKind::kEmail;
     } else {
       *error = S3Error{"InvalidArgument", 400, "Invalid grant header: unknown grantee type"};
       return false;
     }
+    Grant g;
+    if (!MakeGrant(kind, id, p, is_user, &g, error)) return false;
     out->push_back(std::move(g));
   }
   return true;
 }
 
 }  // namespace
+
+bool MakeGrant(GranteeKind kind, std::string_view grantee, Permission permission,
+               const IsUser& is_user, Grant* out, S3Error* error) {
+  switch (kind) {
+    case GranteeKind::kId:
+      if (!is_user(grantee)) {
+        *error = S3Error{"InvalidArgument", 400, "Invalid id"};
+        return false;
+      }
+      break;
+    case GranteeKind::kGroup:
+      if (grantee != kAllUsers && grantee != kAuthenticatedUsers && grantee != kLogDelivery) {
+        *error = S3Error{"InvalidArgument", 400, "Invalid group uri"};
+        return false;
+      }
+      break;
+    case GranteeKind::kEmail:
+      *error = S3Error{"UnresolvableGrantByEmailAddress", 400,
+                       "The e-mail address you provided does not match any account on record."};
+      return false;
+  }
+  *out = Grant{kind == GranteeKind::kGroup, std::string(grantee), permission};
+  return true;
+}
+
+bool HasAclHeaders(const http::Request& req) {
+  if (req.Find("x-amz-acl") != nullptr) return true;
+  for (const auto& [header, permission] : kGrantHeaders) {
+    if (req.Find(header) != nullptr) return true;
+  }
+  return false;
+}
 
 std::string_view PermissionName(Permission p) {
   switch (p) {
@@ -116,8 +137,7 @@ std::optional<Acl> CannedAcl(std::string_view name, bool bucket, std::string_vie
 }
 
 bool AclFromHeaders(const http::Request& req, bool bucket, std::string_view owner,
-                    const std::vector<std::string>& known, std::optional<Acl>* out,
-                    S3Error* error) {
+                    const IsUser& is_user, std::optional<Acl>* out, S3Error* error) {
   out->reset();
   Acl grants;
   bool any_grant = false;
@@ -125,7 +145,7 @@ bool AclFromHeaders(const http::Request& req, bool bucket, std::string_view owne
     const http::Header* h = req.Find(header);
     if (h == nullptr) continue;
     any_grant = true;
-    if (!ParseGrantees(h->value, permission, known, &grants, error)) return false;
+    if (!ParseGrantees(h->value, permission, is_user, &grants, error)) return false;
   }
   const http::Header* canned = req.Find("x-amz-acl");
   if (canned != nullptr && any_grant) {

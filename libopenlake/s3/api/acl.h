@@ -4,6 +4,7 @@
 // bucket policy decided a request.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,16 +36,29 @@ using Acl = std::vector<Grant>;
 std::string_view PermissionName(Permission p);
 std::optional<Permission> PermissionOf(std::string_view name);
 
+// Whether a canonical id is a user's (grants may name only users).
+using IsUser = std::function<bool(std::string_view id)>;
+
+enum class GranteeKind { kId, kGroup, kEmail };
+
+// A grant of `permission` to `grantee` (an id, a group URI or an e-mail address); false with
+// the S3 error: an id no user has or a group S3 does not have (InvalidArgument), any e-mail
+// address (UnresolvableGrantByEmailAddress).
+bool MakeGrant(GranteeKind kind, std::string_view grantee, Permission permission,
+               const IsUser& is_user, Grant* out, S3Error* error);
+
+// Whether the request carries x-amz-acl or an x-amz-grant-* header.
+bool HasAclHeaders(const http::Request& req);
+
 // The grants of canned ACL `name` for a resource owned by `owner` (the owner's FULL_CONTROL
 // first); nullopt when S3 has no such canned ACL for buckets (`bucket`) or objects.
 std::optional<Acl> CannedAcl(std::string_view name, bool bucket, std::string_view owner);
 
 // The ACL a request's headers set: x-amz-acl or x-amz-grant-* (nullopt when it has neither);
 // false with the S3 error when they are malformed, both are given, a grantee is an e-mail
-// address (UnresolvableGrantByEmailAddress) or an id that is no user's (`known`).
+// address or an id that is no user's (MakeGrant).
 bool AclFromHeaders(const http::Request& req, bool bucket, std::string_view owner,
-                    const std::vector<std::string>& known, std::optional<Acl>* out,
-                    S3Error* error);
+                    const IsUser& is_user, std::optional<Acl>* out, S3Error* error);
 
 // Whether `acl` gives `permission` (FULL_CONTROL gives all) to the caller: anonymous, or the
 // user `caller` (AuthenticatedUsers and AllUsers groups included).

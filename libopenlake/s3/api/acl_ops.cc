@@ -2,7 +2,6 @@
 // bucket's ACL is kept in its record (Store::SetBucketAcl) and cached with its owner and
 // policy; an object's in its metadata (kAclMeta), changed without rewriting its data
 // (Store::UpdateObjectMeta). Every object's owner is its bucket's owner.
-#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -19,41 +18,28 @@ namespace {
 constexpr std::string_view kXsi = "http://www.w3.org/2001/XMLSchema-instance";
 
 // The grants of an AccessControlPolicy document; false with the S3 error.
-bool AclFromDocument(const AclDocument& doc, const std::vector<std::string>& known, Acl* out,
-                     S3Error* error) {
+bool AclFromDocument(const AclDocument& doc, const IsUser& is_user, Acl* out, S3Error* error) {
+  const S3Error malformed{"MalformedACLError", 400,
+                          "The XML you provided was not well-formed or did not validate against "
+                          "our published schema"};
   for (const AclDocumentGrant& g : doc.grants) {
     std::optional<Permission> p = PermissionOf(g.permission);
+    GranteeKind kind = GranteeKind::kId;
+    if (g.type == "CanonicalUser") {
+      kind = GranteeKind::kId;
+    } else if (g.type == "Group") {
+      kind = GranteeKind::kGroup;
+    } else if (g.type == "AmazonCustomerByEmail") {
+      kind = GranteeKind::kEmail;
+    } else {
+      p.reset();
+    }
     if (!p) {
-      *error = S3Error{"MalformedACLError", 400,
-                       "The XML you provided was not well-formed or did not validate against "
-                       "our published schema"};
+      *error = malformed;
       return false;
     }
     Grant grant;
-    grant.permission = *p;
-    grant.id = g.grantee;
-    if (g.type == "CanonicalUser") {
-      if (std::find(known.begin(), known.end(), g.grantee) == known.end()) {
-        *error = S3Error{"InvalidArgument", 400, "Invalid id"};
-        return false;
-      }
-    } else if (g.type == "Group") {
-      if (g.grantee != kAllUsers && g.grantee != kAuthenticatedUsers &&
-          g.grantee != kLogDelivery) {
-        *error = S3Error{"InvalidArgument", 400, "Invalid group uri"};
-        return false;
-      }
-      grant.group = true;
-    } else if (g.type == "AmazonCustomerByEmail") {
-      *error = S3Error{"UnresolvableGrantByEmailAddress", 400,
-                       "The e-mail address you provided does not match any account on record."};
-      return false;
-    } else {
-      *error = S3Error{"MalformedACLError", 400,
-                       "The XML you provided was not well-formed or did not validate against "
-                       "our published schema"};
-      return false;
-    }
+    if (!MakeGrant(kind, g.grantee, *p, is_user, &grant, error)) return false;
     out->push_back(std::move(grant));
   }
   return true;
@@ -64,8 +50,8 @@ bool AclFromDocument(const AclDocument& doc, const std::vector<std::string>& kno
 io::Task<std::optional<Acl>> RequestedAcl(Call& c, bool bucket, const std::string& owner) {
   std::optional<Acl> acl;
   S3Error err;
-  const std::vector<std::string> known = KnownOwnerIds(c);
-  if (!AclFromHeaders(c.req, bucket, owner, known, &acl, &err)) {
+  const IsUser is_user = UserIds(c);
+  if (!AclFromHeaders(c.req, bucket, owner, is_user, &acl, &err)) {
     co_await c.Error(std::move(err));
     co_return std::nullopt;
   }
@@ -80,13 +66,11 @@ io::Task<std::optional<Acl>> RequestedAcl(Call& c, bool bucket, const std::strin
   if (acl) co_return acl;
   absl::StatusOr<AclDocument> parsed = ParseAccessControlPolicy(doc);
   if (!parsed.ok()) {
-    co_await c.Error("MalformedACLError", 400,
-                     StrCat("The XML you provided was not well-formed or did not validate "
-                            "against our published schema: ", parsed.status().message()));
+    co_await FailMalformedDocument(c, parsed.status(), "MalformedACLError");
     co_return std::nullopt;
   }
   Acl grants;
-  if (!AclFromDocument(*parsed, known, &grants, &err)) {
+  if (!AclFromDocument(*parsed, is_user, &grants, &err)) {
     co_await c.Error(std::move(err));
     co_return std::nullopt;
   }
@@ -98,10 +82,7 @@ std::string AclXml(const Call& c, const std::string& owner, const Acl* acl) {
   const Acl private_acl{Grant{false, owner, Permission::kFullControl}};
   const Acl& grants = acl == nullptr || acl->empty() ? private_acl : *acl;
   XmlWriter w("AccessControlPolicy");
-  w.Open("Owner");
-  w.Element("ID", owner);
-  w.Element("DisplayName", DisplayNameOf(c, owner));
-  w.Close();
+  OwnerElement(w, c, owner);
   w.Open("AccessControlList");
   for (const Grant& g : grants) {
     w.Open("Grant");
@@ -122,18 +103,12 @@ std::string AclXml(const Call& c, const std::string& owner, const Acl* acl) {
   return w.Finish();
 }
 
-// The routed bucket's owner: the caller when it owns it (Authorize recorded it).
-std::string RoutedOwner(const Call& c) {
-  return c.bucket_owner.empty() ? c.OwnerId() : c.bucket_owner;
-}
-
 }  // namespace
 
 io::Task<bool> ObjectAclFromHeaders(Call& c, std::map<std::string, std::string>* meta) {
   std::optional<Acl> acl;
   S3Error err;
-  const std::vector<std::string> known = KnownOwnerIds(c);
-  if (!AclFromHeaders(c.req, false, RoutedOwner(c), known, &acl, &err)) {
+  if (!AclFromHeaders(c.req, false, RoutedOwner(c), UserIds(c), &acl, &err)) {
     co_await c.Error(std::move(err));
     co_return false;
   }
@@ -148,7 +123,8 @@ io::Task<void> GetBucketAcl(Call& c) {
     if (exists) co_await c.Error("InternalError", 500, "The bucket could not be read.");
     co_return;
   }
-  co_await c.Xml(200, AclXml(c, entry->owner, entry->acl.get()));
+  std::string body = AclXml(c, entry->owner, entry->acl.get());
+  co_await c.Xml(200, std::move(body));
 }
 
 io::Task<void> PutBucketAcl(Call& c) {
@@ -160,7 +136,8 @@ io::Task<void> PutBucketAcl(Call& c) {
   }
   std::optional<Acl> acl = co_await RequestedAcl(c, true, entry->owner);
   if (!acl) co_return;
-  const absl::Status st = co_await c.store.SetBucketAcl(c.route.bucket, EncodeAcl(*acl));
+  std::string encoded = EncodeAcl(*acl);
+  const absl::Status st = co_await c.store.SetBucketAcl(c.route.bucket, std::move(encoded));
   if (c.owners != nullptr) c.owners->Forget(c.route.bucket);  // read again with the new ACL
   if (!st.ok()) {
     co_await c.Fail(st);
@@ -174,7 +151,8 @@ io::Task<void> GetObjectAcl(Call& c) {
   if (!info) co_return;
   auto it = info->user_meta.find(std::string(kAclMeta));
   const Acl acl = it == info->user_meta.end() ? Acl() : DecodeAcl(it->second);
-  co_await c.Xml(200, AclXml(c, RoutedOwner(c), &acl));
+  std::string body = AclXml(c, RoutedOwner(c), &acl);
+  co_await c.Xml(200, std::move(body));
 }
 
 io::Task<void> PutObjectAcl(Call& c) {

@@ -15,10 +15,7 @@ io::Task<void> ListBuckets(Call& c) {
     co_return;
   }
   XmlWriter w("ListAllMyBucketsResult");
-  w.Open("Owner");
-  w.Element("ID", c.OwnerId());
-  w.Element("DisplayName", DisplayNameOf(c, c.OwnerId()));
-  w.Close();
+  OwnerElement(w, c, c.OwnerId());
   w.Open("Buckets");
   const std::string me = c.OwnerId();
   for (const store::BucketInfo& b : *buckets) {
@@ -62,8 +59,7 @@ io::Task<void> CreateBucket(Call& c) {
   const std::string me = c.OwnerId();
   std::optional<Acl> acl;
   S3Error err;
-  const std::vector<std::string> known = KnownOwnerIds(c);
-  if (!AclFromHeaders(c.req, true, me, known, &acl, &err)) {
+  if (!AclFromHeaders(c.req, true, me, UserIds(c), &acl, &err)) {
     co_await c.Error(std::move(err));
     co_return;
   }
@@ -87,7 +83,8 @@ io::Task<void> CreateBucket(Call& c) {
     co_return;
   }
   if (st.ok() && acl && *acl != *CannedAcl("private", true, me)) {  // private is the default
-    const absl::Status set = co_await c.store.SetBucketAcl(c.route.bucket, EncodeAcl(*acl));
+    std::string encoded = EncodeAcl(*acl);
+    const absl::Status set = co_await c.store.SetBucketAcl(c.route.bucket, std::move(encoded));
     if (!set.ok()) {
       co_await c.Fail(set);
       co_return;

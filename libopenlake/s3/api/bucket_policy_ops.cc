@@ -55,7 +55,8 @@ io::Task<void> PutBucketPolicy(Call& c) {
   if (!have_doc) co_return;
   absl::StatusOr<BucketPolicy> policy = BucketPolicy::Parse(doc, c.route.bucket);
   if (!policy.ok()) {
-    co_await c.Error("MalformedPolicy", 400, std::string(policy.status().message()));
+    std::string message(policy.status().message());
+    co_await c.Error("MalformedPolicy", 400, std::move(message));
     co_return;
   }
   auto parsed = std::make_shared<const BucketPolicy>(*std::move(policy));
@@ -64,7 +65,9 @@ io::Task<void> PutBucketPolicy(Call& c) {
 }
 
 io::Task<void> DeleteBucketPolicy(Call& c) {
-  const bool stored = co_await StorePolicy(c, "", nullptr);
+  std::string none;
+  std::shared_ptr<const BucketPolicy> no_policy;
+  const bool stored = co_await StorePolicy(c, std::move(none), std::move(no_policy));
   if (stored) co_await c.Empty(204);
 }
 

@@ -48,13 +48,9 @@ io::Task<bool> ListingParams(Call& c, std::string_view max_name, int* max, bool*
   co_return true;
 }
 
+// The objects' owner is the bucket's (an anonymous caller has no id of its own).
 void Owner(XmlWriter& w, const Call& c, std::string_view element = "Owner") {
-  // The objects' owner is the bucket's (an anonymous caller has no id of its own).
-  const std::string id = c.bucket_owner.empty() ? c.OwnerId() : c.bucket_owner;
-  w.Open(element);
-  w.Element("ID", id);
-  w.Element("DisplayName", DisplayNameOf(c, id));
-  w.Close();
+  OwnerElement(w, c, RoutedOwner(c), element);
 }
 
 template <typename Encode>

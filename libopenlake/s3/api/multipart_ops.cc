@@ -134,9 +134,7 @@ io::Task<void> CompleteMultipartUpload(Call& c) {
   if (!have_doc) co_return;
   absl::StatusOr<std::vector<CompletedPart>> parsed = ParseCompleteMultipartUpload(doc);
   if (!parsed.ok()) {
-    co_await c.Error("MalformedXML", 400,
-                     StrCat("The XML you provided was not well-formed or did not validate "
-                            "against our published schema: ", parsed.status().message()));
+    co_await FailMalformedDocument(c, parsed.status());
     co_return;
   }
   const bool checksum_ok = co_await CompleteChecksum(c, *parsed, &options);

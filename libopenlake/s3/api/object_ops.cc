@@ -194,13 +194,7 @@ io::Task<void> CopyObject(Call& c) {
     co_await c.Error("InvalidArgument", 400, "Unknown tagging directive.");
     co_return;
   }
-  const bool acl_headers = c.req.Find("x-amz-acl") != nullptr ||
-                           c.req.Find("x-amz-grant-read") != nullptr ||
-                           c.req.Find("x-amz-grant-write") != nullptr ||
-                           c.req.Find("x-amz-grant-read-acp") != nullptr ||
-                           c.req.Find("x-amz-grant-write-acp") != nullptr ||
-                           c.req.Find("x-amz-grant-full-control") != nullptr;
-  const bool changes = directive == "REPLACE" || tagging == "REPLACE" || acl_headers ||
+  const bool changes = directive == "REPLACE" || tagging == "REPLACE" || HasAclHeaders(c.req) ||
                        c.req.Find("x-amz-storage-class") != nullptr;
   if (src_bucket == c.route.bucket && src_key == c.route.key && !changes) {
     co_await c.Error("InvalidRequest", 400,
@@ -280,9 +274,7 @@ io::Task<void> DeleteObjects(Call& c) {
   if (!have_doc) co_return;
   absl::StatusOr<DeleteRequest> req = ParseDelete(doc);
   if (!req.ok()) {
-    co_await c.Error("MalformedXML", 400,
-                     StrCat("The XML you provided was not well-formed or did not validate "
-                            "against our published schema: ", req.status().message()));
+    co_await FailMalformedDocument(c, req.status());
     co_return;
   }
   XmlWriter w("DeleteResult");

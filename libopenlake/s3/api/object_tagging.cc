@@ -163,7 +163,8 @@ io::Task<void> GetObjectTagging(Call& c) {
     w.Close();
   }
   w.Close();
-  co_await c.Xml(200, w.Finish());
+  std::string body = w.Finish();
+  co_await c.Xml(200, std::move(body));
 }
 
 io::Task<void> PutObjectTagging(Call& c) {
@@ -172,9 +173,7 @@ io::Task<void> PutObjectTagging(Call& c) {
   if (!have_doc) co_return;
   absl::StatusOr<TagSet> tags = ParseTagging(doc);
   if (!tags.ok()) {
-    co_await c.Error("MalformedXML", 400,
-                     StrCat("The XML you provided was not well-formed or did not validate "
-                            "against our published schema: ", tags.status().message()));
+    co_await FailMalformedDocument(c, tags.status());
     co_return;
   }
   S3Error err;

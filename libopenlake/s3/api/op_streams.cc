@@ -94,6 +94,21 @@ io::Task<std::optional<store::ObjectInfo>> CopyInto(Call& c, store::ObjectReader
   co_return co_await Commit(c, w);
 }
 
+io::Task<void> FailMalformedDocument(Call& c, const absl::Status& parsed,
+                                     std::string_view code) {
+  std::string name(code);
+  std::string message = StrCat("The XML you provided was not well-formed or did not validate "
+                               "against our published schema: ", parsed.message());
+  co_await c.Error(std::move(name), 400, std::move(message));
+}
+
+void OwnerElement(XmlWriter& w, const Call& c, std::string_view id, std::string_view element) {
+  w.Open(element);
+  w.Element("ID", id);
+  w.Element("DisplayName", DisplayNameOf(c, id));
+  w.Close();
+}
+
 io::Task<std::optional<store::ObjectInfo>> StatRouted(Call& c) {
   store::Conditions none;
   absl::StatusOr<store::ObjectInfo> info =

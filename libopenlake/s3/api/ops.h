@@ -71,6 +71,13 @@ io::Task<std::optional<store::ObjectInfo>> CopyInto(Call& c, store::ObjectReader
                                                      store::ObjectWriter& w);
 // True when the route's bucket exists; false after answering NoSuchBucket (or another error).
 io::Task<bool> BucketExists(Call& c);
+// Answers 400 `code` (MalformedXML, MalformedACLError) for a request document the parser
+// refused with `parsed`.
+io::Task<void> FailMalformedDocument(Call& c, const absl::Status& parsed,
+                                     std::string_view code = "MalformedXML");
+// <Owner> (or `element`) naming owner id `id` and its display name.
+void OwnerElement(XmlWriter& w, const Call& c, std::string_view id,
+                  std::string_view element = "Owner");
 // The routed object's metadata (no condition); nullopt after answering the error.
 io::Task<std::optional<store::ObjectInfo>> StatRouted(Call& c);
 // False after answering NotImplemented for a write header this server does not honour;

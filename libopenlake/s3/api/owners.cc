@@ -37,10 +37,12 @@ std::string OwnerOf(const Call& c, const store::BucketInfo& bucket) {
   return OwnerIdOf(c.opts.credentials.keys.front().access_key);
 }
 
-std::vector<std::string> KnownOwnerIds(const Call& c) {
-  std::vector<std::string> ids;
-  for (const auto& key : c.opts.credentials.keys) ids.push_back(OwnerIdOf(key.access_key));
-  return ids;
+IsUser UserIds(const Call& c) {
+  return [&c](std::string_view id) { return !DisplayNameOf(c, id).empty(); };
+}
+
+std::string RoutedOwner(const Call& c) {
+  return c.bucket_owner.empty() ? c.OwnerId() : c.bucket_owner;
 }
 
 std::string DisplayNameOf(const Call& c, std::string_view id) {

@@ -49,8 +49,12 @@ class BucketOwners {
 
 // The owner id of a bucket as recorded, the first configured user's when it has none.
 std::string OwnerOf(const Call& c, const store::BucketInfo& bucket);
-// The owner ids of the configured users (the ids an ACL grant may name).
-std::vector<std::string> KnownOwnerIds(const Call& c);
+// Whether an id is a configured user's owner id (the ids an ACL grant may name); asked only
+// when a grant names one.
+IsUser UserIds(const Call& c);
+// The routed bucket's owner id: the one Authorize recorded, else the caller's (who then owns
+// it, or it does not exist). Every object's owner is its bucket's.
+std::string RoutedOwner(const Call& c);
 // The display name of owner id `id`: the configured user's display_name, else its access key
 // ("" when it is no configured user).
 std::string DisplayNameOf(const Call& c, std::string_view id);
