@@ -86,6 +86,8 @@ io::Task<absl::StatusOr<BucketInfo>> Engine::StatBucket(std::string bucket) {
       info.owner = meta.owner();
       info.policy = meta.policy();
       info.acl = meta.acl();
+      info.versioning = meta.versioning() <= 2 ? static_cast<Versioning>(meta.versioning())
+                                                : Versioning::kEnabled;
       have_time = true;
     }
   }
@@ -116,6 +118,19 @@ io::Task<absl::Status> Engine::SetBucketAcl(std::string bucket, std::string acl)
   co_return s;
 }
 
+io::Task<absl::Status> Engine::SetBucketVersioning(std::string bucket, Versioning versioning) {
+  if (versioning == Versioning::kUnversioned) {
+    co_return absl::InvalidArgumentError("versioning cannot be turned off, only suspended");
+  }
+  std::function<void(pb::BucketMeta&)> change = [versioning](pb::BucketMeta& m) {
+    m.set_versioning(static_cast<uint32_t>(versioning));
+  };
+  std::string what = "versioning";
+  const absl::Status s =
+      co_await RewriteBucketRecord(std::move(bucket), std::move(what), std::move(change));
+  co_return s;
+}
+
 io::Task<absl::Status> Engine::RewriteBucketRecord(std::string bucket, std::string what,
                                                    std::function<void(pb::BucketMeta&)> change) {
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
@@ -137,6 +152,7 @@ io::Task<absl::Status> Engine::RewriteBucketRecord(std::string bucket, std::stri
     meta.set_owner(info.owner);
     meta.set_policy(info.policy);
     meta.set_acl(info.acl);
+    meta.set_versioning(static_cast<uint32_t>(info.versioning));
     change(meta);
     meta.set_updated_ns(now);
     absl::Status s = co_await AtomicReplace(*d->fs, BucketMetaPath(bucket),

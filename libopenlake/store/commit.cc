@@ -1,8 +1,11 @@
 // The commit every object write, delete and heal goes through (docs/object-store.md,
-// "Commit"). Phase 1 makes the new version current on each drive while keeping the version it
-// replaces beside it; only once a write quorum of drives has it does phase 2 drop the old one.
-// A crash between the two leaves both on the drives, and the read quorum picks whichever
-// enough drives hold: the old object or the new one, never a mix, never neither.
+// "Commit"). Phase 1 adds the new version to each drive's records, keeping the versions it
+// holds beside it; only once a write quorum of drives has it does phase 2 drop what it
+// supersedes (the previous record of its identity: the null version, for a bucket without
+// versioning). A crash between the two leaves both on the drives, and the read quorum picks
+// whichever enough drives hold: the old object or the new one, never a mix, never neither.
+#include <algorithm>
+
 #include "store/engine.h"
 #include "store/errors.h"
 #include "store/names.h"
@@ -13,22 +16,25 @@
 namespace openlake::store {
 namespace {
 
-bool HoldsVersion(const MetaRead& m, const std::string& id, const pb::ObjectVersion** copy) {
-  if (m.kind != MetaRead::kOk) return false;
+// The records of `m` that are among `versions`.
+std::vector<pb::ObjectVersion> GoodRecords(const MetaRead& m,
+                                           const std::vector<const pb::ObjectVersion*>& versions) {
+  std::vector<pb::ObjectVersion> out;
+  if (m.kind != MetaRead::kOk) return out;
   for (const pb::ObjectVersion& v : m.meta.versions()) {
-    if (v.version_id() == id) {
-      *copy = &v;
-      return true;
+    for (const pb::ObjectVersion* good : versions) {
+      if (v.version_id() == good->version_id() && SameVersion(v, *good)) out.push_back(v);
     }
   }
-  return false;
+  return out;
 }
 
 }  // namespace
 
 io::Task<absl::Status> Engine::CommitOnDrive(int set, int pos, const std::string& bucket,
                                              const std::string& key, const DriveCommit& dc,
-                                             const pb::ObjectVersion* keep) {
+                                             std::vector<pb::ObjectVersion> others,
+                                             bool sync_dir) {
   FileBackend* f = fs(set, pos);
   if (f == nullptr) co_return Error(ErrorKind::kInsufficientDrives, "drive offline");
   const std::string dir = ObjectDir(bucket, key);
@@ -45,23 +51,25 @@ io::Task<absl::Status> Engine::CommitOnDrive(int set, int pos, const std::string
     OL_CO_RETURN_IF_ERROR(f->Rename(dc.staged_dir, StrCat(dir, "/", new_data)));
     OL_CO_RETURN_IF_ERROR(co_await SyncDir(*f, dir));
   }
+  std::vector<const pb::ObjectVersion*> all{&dc.version};
+  for (const pb::ObjectVersion& v : others) {
+    if (v.version_id() != dc.version.version_id()) all.push_back(&v);
+  }
+  std::sort(all.begin(), all.end(), Newer);
   pb::ObjectMeta meta;
   meta.set_bucket(bucket);
   meta.set_key(key);
-  *meta.add_versions() = dc.version;
-  if (keep != nullptr && keep->version_id() != dc.version.version_id()) {
-    *meta.add_versions() = *keep;
-  }
+  for (const pb::ObjectVersion* v : all) *meta.add_versions() = *v;
   OL_CO_RETURN_IF_ERROR(co_await AtomicReplace(*f, StrCat(dir, "/", kMetaName),
                                                EncodeRecord(RecordType::kObjectMeta, meta),
-                                               /*sync_dir=*/true));
-  // Data folders of any other version (failed writes, versions already replaced) go.
-  std::string keep_data;
-  if (keep != nullptr) keep_data = DataDirOf(*keep);
+                                               sync_dir));
+  // Data folders no record uses (failed writes, versions already replaced) go.
+  absl::flat_hash_set<std::string> used;
+  for (const pb::ObjectVersion* v : all) used.insert(DataDirOf(*v));
   auto entries = f->ReadDir(dir);
   if (entries.ok()) {
     for (const DirEntry& e : *entries) {
-      if (e.name.rfind(kDataPrefix, 0) == 0 && e.name != new_data && e.name != keep_data) {
+      if (e.name.rfind(kDataPrefix, 0) == 0 && !used.contains(e.name)) {
         (void)Trash(*f, StrCat(dir, "/", e.name));
       }
     }
@@ -92,23 +100,33 @@ absl::Status Engine::RemoveObjectOnDrive(int set, int pos, const std::string& bu
 }
 
 io::Task<absl::Status> Engine::CommitVersion(int set, std::string bucket, std::string key,
-                                             std::vector<DriveCommit> commits, int quorum) {
+                                             std::vector<DriveCommit> commits, int quorum,
+                                             int64_t* mod_time) {
   Resolved cur = co_await ReadAndResolve(set, bucket, key);
-  const bool had_current = cur.status.ok() || (cur.holders > 0 && cur.version.deleted());
+  // What each drive holds of the key's versions stays beside the new one; so does a
+  // tombstone of a delete in progress (a rollback brings it back).
+  std::vector<const pb::ObjectVersion*> current = cur.versions;
+  if (cur.versions.empty() && cur.holders > 0 && cur.version.deleted()) {
+    current.push_back(&cur.version);
+  }
+  if (mod_time != nullptr) {
+    int64_t newest = 0;
+    for (const pb::ObjectVersion* v : current) newest = std::max(newest, v->mod_time_ns());
+    for (DriveCommit& dc : commits) {
+      if (dc.use && dc.version.mod_time_ns() <= newest) dc.version.set_mod_time_ns(newest + 1);
+      if (dc.use) *mod_time = dc.version.mod_time_ns();
+    }
+  }
 
   // Phase 1, all drives at once.
-  std::vector<const pb::ObjectVersion*> keep(static_cast<size_t>(n_), nullptr);
+  std::vector<std::vector<pb::ObjectVersion>> held(static_cast<size_t>(n_));
   std::vector<io::Task<absl::Status>> phase1;
   std::vector<int> positions;
   for (int p = 0; p < n_; ++p) {
     const DriveCommit& dc = commits[static_cast<size_t>(p)];
     if (!dc.use) continue;
-    const pb::ObjectVersion* held = nullptr;
-    if (had_current && HoldsVersion(cur.reads[static_cast<size_t>(p)], cur.version.version_id(),
-                                    &held)) {
-      keep[static_cast<size_t>(p)] = held;
-    }
-    phase1.push_back(CommitOnDrive(set, p, bucket, key, dc, keep[static_cast<size_t>(p)]));
+    held[static_cast<size_t>(p)] = GoodRecords(cur.reads[static_cast<size_t>(p)], current);
+    phase1.push_back(CommitOnDrive(set, p, bucket, key, dc, held[static_cast<size_t>(p)]));
     positions.push_back(p);
   }
   std::vector<absl::Status> results = co_await io::WhenAll(std::move(phase1));
@@ -130,17 +148,16 @@ io::Task<absl::Status> Engine::CommitVersion(int set, std::string bucket, std::s
   }
 
   if (ok < quorum) {
-    // Roll back the drives that took it: the version they replaced becomes current again.
+    // Roll back the drives that took it: what they held before becomes theirs again.
     for (int p = 0; p < n_; ++p) {
       if (!done[static_cast<size_t>(p)]) continue;
-      FileBackend* f = fs(set, p);
-      if (f == nullptr) continue;
-      const pb::ObjectVersion* k = keep[static_cast<size_t>(p)];
-      if (k != nullptr) {
+      if (fs(set, p) == nullptr) continue;
+      std::vector<pb::ObjectVersion>& before = held[static_cast<size_t>(p)];
+      if (!before.empty()) {
         DriveCommit back;
         back.use = true;
-        back.version = *k;
-        absl::Status s = co_await CommitOnDrive(set, p, bucket, key, back, nullptr);
+        back.version = before.front();
+        absl::Status s = co_await CommitOnDrive(set, p, bucket, key, back, before);
         if (!s.ok()) QueueHeal(bucket, key);
       } else {
         if (!RemoveObjectOnDrive(set, p, bucket, key).ok()) QueueHeal(bucket, key);
@@ -154,35 +171,30 @@ io::Task<absl::Status> Engine::CommitVersion(int set, std::string bucket, std::s
                      " needed", full > 0 ? StrCat("; ", full, " drives are full") : ""));
   }
 
-  // Phase 2: the new version stands; drop what it replaced.
-  const DriveCommit* any = nullptr;
-  for (const DriveCommit& c : commits) {
-    if (c.use) any = &c;
-  }
-  const bool tombstone = any != nullptr && any->version.deleted();
+  // Phase 2: the new version stands; drop what it supersedes.
   for (int p = 0; p < n_; ++p) {
     if (!done[static_cast<size_t>(p)]) continue;
-    if (tombstone) {
+    const DriveCommit& dc = commits[static_cast<size_t>(p)];
+    if (dc.version.deleted()) {
       if (!RemoveObjectOnDrive(set, p, bucket, key).ok()) QueueHeal(bucket, key);
       continue;
     }
-    if (keep[static_cast<size_t>(p)] == nullptr) continue;
-    FileBackend* f = fs(set, p);
-    if (f == nullptr) continue;
-    DriveCommit alone = commits[static_cast<size_t>(p)];
+    std::vector<pb::ObjectVersion>& others = held[static_cast<size_t>(p)];
+    const std::string identity = IdentityOf(dc.version);
+    const size_t before = others.size();
+    others.erase(std::remove_if(others.begin(), others.end(),
+                                [&](const pb::ObjectVersion& v) {
+                                  return v.version_id() != dc.version.version_id() &&
+                                         (v.deleted() || IdentityOf(v) == identity);
+                                }),
+                 others.end());
+    if (others.size() == before) continue;  // nothing superseded: phase 1 wrote it all
+    DriveCommit alone = dc;
     alone.staged_dir.clear();
-    const std::string dir = ObjectDir(bucket, key);
-    pb::ObjectMeta meta;
-    meta.set_bucket(bucket);
-    meta.set_key(key);
-    *meta.add_versions() = alone.version;
-    absl::Status s = co_await AtomicReplace(*f, StrCat(dir, "/", kMetaName),
-                                            EncodeRecord(RecordType::kObjectMeta, meta),
+    // Not synced: until the rename is durable the drive holds the superseded record too,
+    // which the read quorum orders below the new one.
+    absl::Status s = co_await CommitOnDrive(set, p, bucket, key, alone, std::move(others),
                                             /*sync_dir=*/false);
-    const std::string old_data = DataDirOf(*keep[static_cast<size_t>(p)]);
-    if (s.ok() && old_data != DataDirOf(alone.version)) {  // not when the new one shares it
-      s = Trash(*f, StrCat(dir, "/", old_data));
-    }
     if (!s.ok()) QueueHeal(bucket, key);
   }
   if (ok < n_) QueueHeal(bucket, key);

@@ -17,6 +17,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,6 +62,12 @@ struct HealOutcome {
   uint64_t bytes = 0;   // shard bytes written
 };
 
+// What each drive of a set holds of an object's versions while healing rebuilds them.
+struct HealDrives {
+  std::vector<std::vector<pb::ObjectVersion>> held;  // per position: its agreed records
+  std::vector<bool> stale;  // per position: its metadata file must be rewritten as `held`
+};
+
 // One drive's answer when asked for an object's metadata.
 struct MetaRead {
   enum Kind { kOk, kNotFound, kError } kind = kError;
@@ -68,15 +75,25 @@ struct MetaRead {
   absl::Status error;
 };
 
-// The version of an object that the drives of its set agree on.
+// What the drives of a set agree on about a key: its versions, and the one asked for.
 struct Resolved {
-  absl::Status status;          // OK, or NotFound / InsufficientDrives
-  pb::ObjectVersion version;    // the winner (shared fields; per-drive ones from one holder)
+  // OK, or NoSuchKey / NoSuchVersion / DeleteMarker (the version read is one) /
+  // InsufficientDrives.
+  absl::Status status;
+  // The version read: the current one or the one asked for (shared fields; per-drive ones
+  // from one holder). A tombstone (`deleted`) when the key is being removed.
+  pb::ObjectVersion version;
   std::vector<const pb::ObjectVersion*> copy;  // per position: that drive's copy, or null
-  std::vector<MetaRead> reads;  // what each position answered (owns what `copy` points at)
-  bool clean = true;            // every position holds the winner alone and nothing else
-  int holders = 0;
+  std::vector<MetaRead> reads;  // what each position answered (owns what the pointers point at)
+  // Every version of the key a read quorum agrees on, newest first: one record per S3
+  // identity (the newest; older ones are superseded). Empty while the key is being removed.
+  std::vector<const pb::ObjectVersion*> versions;
+  bool clean = true;            // every position holds exactly these versions
+  int holders = 0;              // drives holding `version`
 };
+
+// Whether record a is newer than b (later time; the larger id on a tie).
+bool Newer(const pb::ObjectVersion* a, const pb::ObjectVersion* b);
 
 // The state of one object write being committed, per position of the set.
 struct DriveCommit {
@@ -125,11 +142,13 @@ class Engine final : public Store {
   int write_quorum() const override { return write_quorum_; }
   std::string deployment_id() const override { return deployment_id_; }
 
+  using Store::DeleteObject;
   using Store::MakeBucket;
   io::Task<absl::Status> MakeBucket(std::string bucket, std::string owner) override;
   io::Task<absl::Status> DeleteBucket(std::string bucket) override;
   io::Task<absl::Status> SetBucketPolicy(std::string bucket, std::string policy) override;
   io::Task<absl::Status> SetBucketAcl(std::string bucket, std::string acl) override;
+  io::Task<absl::Status> SetBucketVersioning(std::string bucket, Versioning versioning) override;
   io::Task<absl::StatusOr<BucketInfo>> StatBucket(std::string bucket) override;
   io::Task<absl::StatusOr<std::vector<BucketInfo>>> ListBuckets() override;
 
@@ -139,7 +158,8 @@ class Engine final : public Store {
       std::string bucket, std::string key, GetOptions options) override;
   io::Task<absl::StatusOr<ObjectInfo>> StatObject(std::string bucket, std::string key,
                                                   Conditions conditions) override;
-  io::Task<absl::Status> DeleteObject(std::string bucket, std::string key) override;
+  io::Task<absl::StatusOr<DeleteResult>> DeleteObject(std::string bucket, std::string key,
+                                                      DeleteOptions options) override;
   io::Task<absl::StatusOr<ObjectInfo>> CopyObject(std::string src_bucket, std::string src_key,
                                                   std::string dst_bucket, std::string dst_key,
                                                   std::optional<PutOptions> replace,
@@ -149,6 +169,8 @@ class Engine final : public Store {
                                                         MetaUpdate update) override;
   io::Task<absl::StatusOr<ListResult>> ListObjects(std::string bucket,
                                                    ListOptions options) override;
+  io::Task<absl::StatusOr<ListVersionsResult>> ListObjectVersions(
+      std::string bucket, ListVersionsOptions options) override;
 
   io::Task<absl::StatusOr<std::string>> CreateUpload(std::string bucket, std::string key,
                                                      PutOptions options) override;
@@ -201,24 +223,40 @@ class Engine final : public Store {
 
   // quorum.cc
   io::Task<MetaRead> ReadMetaOn(int set, int pos, std::string bucket, std::string key);
-  io::Task<Resolved> ReadAndResolve(int set, std::string bucket, std::string key);
-  Resolved ResolveReads(std::vector<MetaRead> reads) const;
+  // `want`: the identity (IdentityOf) of the version to read; none: the current one.
+  io::Task<Resolved> ReadAndResolve(int set, std::string bucket, std::string key,
+                                    std::optional<std::string> want = std::nullopt);
+  Resolved ResolveReads(std::vector<MetaRead> reads,
+                        const std::optional<std::string>& want = std::nullopt) const;
   // ReadAndResolve for a read: queues a heal when the drives disagree, and tells a missing
   // bucket from a missing key.
-  io::Task<Resolved> ResolveForRead(int set, std::string bucket, std::string key);
+  io::Task<Resolved> ResolveForRead(int set, std::string bucket, std::string key,
+                                    std::optional<std::string> want = std::nullopt);
   // NoSuchBucket or NoSuchKey, depending on whether the bucket exists on the set's drives.
   absl::Status NotFoundError(int set, std::string_view bucket, std::string_view key);
   bool BucketExistsOnSet(int set, std::string_view bucket);
 
-  // commit.cc: commits `commits` (per position) as the object's version under the object's
-  // exclusive lock (the caller holds it). OK once `quorum` drives have it.
+  // commit.cc: commits `commits` (per position) as a version of the object under the
+  // object's exclusive lock (the caller holds it), beside the versions each drive holds; once
+  // `quorum` drives have it, the records it supersedes (of its identity) go. With `mod_time`,
+  // the version becomes the key's newest (its time raised past the current one's if the clock
+  // is behind) and its time is stored there.
   io::Task<absl::Status> CommitVersion(int set, std::string bucket, std::string key,
-                                       std::vector<DriveCommit> commits, int quorum);
-  // One drive: moves `dc.staged_dir` in as the data folder and makes {dc.version, keep?} the
-  // drive's metadata, durably. Trashes data folders of other versions.
+                                       std::vector<DriveCommit> commits, int quorum,
+                                       int64_t* mod_time);
+  // One drive: moves `dc.staged_dir` in as the data folder and makes {dc.version, others...}
+  // the drive's metadata, durably (the folder's fsync after the rename only when `sync_dir`).
+  // Trashes data folders no record of these uses.
   io::Task<absl::Status> CommitOnDrive(int set, int pos, const std::string& bucket,
                                        const std::string& key, const DriveCommit& dc,
-                                       const pb::ObjectVersion* keep);
+                                       std::vector<pb::ObjectVersion> others,
+                                       bool sync_dir = true);
+  // objects.cc: DeleteObject of one version, resolved in `r` (with its identity asked for).
+  io::Task<absl::StatusOr<DeleteResult>> RemoveVersion(int set, std::string bucket,
+                                                       std::string key, Resolved r);
+  // Makes `records` a drive's records of the key (none: removes the key there).
+  io::Task<absl::Status> RewriteRecords(int set, int pos, std::string bucket, std::string key,
+                                        std::vector<pb::ObjectVersion> records);
   // Removes an object's folder entries on one drive (into the trash) and prunes empty parents.
   absl::Status RemoveObjectOnDrive(int set, int pos, const std::string& bucket,
                                    const std::string& key);
@@ -246,6 +284,12 @@ class Engine final : public Store {
   };
   // Up to `limit` items of `set` in key order after `marker` (see listing.cc). Objects need
   // metadata on `min_count` drives.
+  // WalkSet over every set, merged: up to `limit` items in key order (objects need metadata on
+  // k drives).
+  absl::StatusOr<std::vector<WalkItem>> WalkAll(const std::string& bucket,
+                                                const std::string& prefix,
+                                                const std::string& delimiter,
+                                                const std::string& marker, size_t limit);
   absl::StatusOr<std::vector<WalkItem>> WalkSet(int set, const std::string& bucket,
                                                 const std::string& prefix,
                                                 const std::string& delimiter,
@@ -258,11 +302,19 @@ class Engine final : public Store {
   void PurgeLoop();
   io::Task<absl::StatusOr<HealResult>> HealBucketDirs(std::string bucket);
   io::Task<absl::StatusOr<HealOutcome>> HealOne(std::string bucket, std::string key);
+  // Rebuilds version `v` (each drive's copy in `copy`, or null) on the drives that lack it or
+  // hold it damaged; commits rebuilt shard files at once, and leaves records that carry their
+  // bytes (inline shards, delete markers) in `drives` for HealOne's final rewrite.
+  io::Task<absl::Status> HealVersion(int set, std::string bucket, std::string key,
+                                     pb::ObjectVersion v,
+                                     std::vector<const pb::ObjectVersion*> copy,
+                                     HealDrives& drives, HealOutcome& out);
   // A heal's commit on one drive: a drive that lost the bucket's folder after the heal pass
   // recreated it (a drive emptied again under a running heal) gets it back and the commit
   // again, once.
   io::Task<absl::Status> HealCommit(int set, int pos, const std::string& bucket,
-                                    const std::string& key, const DriveCommit& dc);
+                                    const std::string& key, const DriveCommit& dc,
+                                    std::vector<pb::ObjectVersion> others);
 
   StoreOptions opts_;
   std::vector<std::unique_ptr<Drive>> drives_;  // set-major: set * n + position

@@ -8,13 +8,17 @@ namespace openlake::store {
 namespace {
 
 constexpr char kPayloadUrl[] = "openlake.store/kind";
+constexpr char kVersionUrl[] = "openlake.store/version";
 
 absl::StatusCode CodeOf(ErrorKind k) {
   switch (k) {
     case ErrorKind::kNone: return absl::StatusCode::kUnknown;
     case ErrorKind::kNoSuchBucket:
     case ErrorKind::kNoSuchKey:
-    case ErrorKind::kNoSuchUpload: return absl::StatusCode::kNotFound;
+    case ErrorKind::kNoSuchUpload:
+    case ErrorKind::kNoSuchVersion:
+    case ErrorKind::kDeleteMarker: return absl::StatusCode::kNotFound;
+    case ErrorKind::kInvalidVersionId: return absl::StatusCode::kInvalidArgument;
     case ErrorKind::kBucketExists: return absl::StatusCode::kAlreadyExists;
     case ErrorKind::kBucketNotEmpty:
     case ErrorKind::kPreconditionFailed:
@@ -57,7 +61,7 @@ ErrorKind ErrorKindOf(const absl::Status& s) {
   auto p = s.GetPayload(kPayloadUrl);
   if (!p) return ErrorKind::kNone;
   const int v = std::atoi(std::string(*p).c_str());
-  if (v < 0 || v > static_cast<int>(ErrorKind::kStorageFull)) return ErrorKind::kNone;
+  if (v < 0 || v > static_cast<int>(ErrorKind::kInvalidVersionId)) return ErrorKind::kNone;
   return static_cast<ErrorKind>(v);
 }
 
@@ -81,10 +85,24 @@ std::string_view ErrorKindName(ErrorKind k) {
     case ErrorKind::kConditionalConflict: return "ConditionalConflict";
     case ErrorKind::kInsufficientDrives: return "InsufficientDrives";
     case ErrorKind::kCorrupt: return "Corrupt";
-    case ErrorKind::kStorageFull:
-      return "StorageFull";
+    case ErrorKind::kStorageFull: return "StorageFull";
+    case ErrorKind::kNoSuchVersion: return "NoSuchVersion";
+    case ErrorKind::kDeleteMarker: return "DeleteMarker";
+    case ErrorKind::kInvalidVersionId:
+      return "InvalidVersionId";
   }
   return "Unknown";
+}
+
+absl::Status DeleteMarkerError(std::string_view version_id, std::string message) {
+  absl::Status s = Error(ErrorKind::kDeleteMarker, std::move(message));
+  s.SetPayload(kVersionUrl, absl::Cord(AV(version_id)));
+  return s;
+}
+
+std::string VersionIdOf(const absl::Status& s) {
+  auto p = s.GetPayload(kVersionUrl);
+  return p ? std::string(*p) : std::string();
 }
 
 }  // namespace openlake::store

@@ -32,6 +32,17 @@ io::Task<bool> ReadShardBlock(FileHandle* f, uint8_t* dst, uint32_t len, uint64_
   co_return n == static_cast<int32_t>(len) && Crc64(dst, len) == crc;
 }
 
+// Puts `v` among a drive's records in place of its earlier copy.
+void Hold(std::vector<pb::ObjectVersion>& held, const pb::ObjectVersion& v) {
+  for (pb::ObjectVersion& h : held) {
+    if (h.version_id() == v.version_id()) {
+      h = v;
+      return;
+    }
+  }
+  held.push_back(v);
+}
+
 }  // namespace
 
 void Engine::QueueHeal(const std::string& bucket, const std::string& key) {
@@ -90,7 +101,7 @@ io::Task<absl::StatusOr<HealOutcome>> Engine::HealOne(std::string bucket, std::s
   LockGuard lock = co_await locks_.Lock(StrCat("o:", bucket, "/", key), true);
   inline_cache_.Invalidate(StrCat(bucket, "/", key));
   Resolved r = co_await ReadAndResolve(set, bucket, key);
-  if (!r.status.ok()) {
+  if (r.versions.empty()) {
     if (ErrorKindOf(r.status) != ErrorKind::kNoSuchKey) co_return r.status;
     // Not an object (deleted, or a write that never reached quorum): clear what is left.
     bool cleaned = false;
@@ -106,7 +117,52 @@ io::Task<absl::StatusOr<HealOutcome>> Engine::HealOne(std::string bucket, std::s
     }
     co_return HealOutcome{cleaned, 0, 0};
   }
-  const pb::ObjectVersion& v = r.version;
+  // Each version in turn; `drives` follows what every drive holds as they are rebuilt.
+  HealDrives drives;
+  drives.held.resize(static_cast<size_t>(n_));
+  drives.stale.assign(static_cast<size_t>(n_), false);
+  for (int p = 0; p < n_; ++p) {
+    const MetaRead& m = r.reads[static_cast<size_t>(p)];
+    if (fs(set, p) == nullptr) continue;
+    for (const pb::ObjectVersion& v : m.meta.versions()) {
+      for (const pb::ObjectVersion* good : r.versions) {
+        if (v.version_id() == good->version_id() && SameVersion(v, *good)) {
+          drives.held[static_cast<size_t>(p)].push_back(v);
+        }
+      }
+    }
+    // Records beyond the agreed ones (a write that never reached quorum, superseded ones).
+    drives.stale[static_cast<size_t>(p)] =
+        m.kind == MetaRead::kOk &&
+        m.meta.versions_size() != static_cast<int>(drives.held[static_cast<size_t>(p)].size());
+  }
+  HealOutcome out{!r.clean, 0, 0};
+  for (const pb::ObjectVersion* v : r.versions) {
+    std::vector<const pb::ObjectVersion*> copy(static_cast<size_t>(n_), nullptr);
+    for (int p = 0; p < n_; ++p) {
+      for (const pb::ObjectVersion& c : r.reads[static_cast<size_t>(p)].meta.versions()) {
+        if (c.version_id() == v->version_id() && SameVersion(c, *v)) copy[static_cast<size_t>(p)] = &c;
+      }
+    }
+    OL_CO_RETURN_IF_ERROR(co_await HealVersion(set, bucket, key, *v, std::move(copy), drives, out));
+  }
+  // Drives whose records changed without a commit (inline shards, delete markers) or hold
+  // more than the agreed versions.
+  for (int p = 0; p < n_; ++p) {
+    std::vector<pb::ObjectVersion>& held = drives.held[static_cast<size_t>(p)];
+    if (!drives.stale[static_cast<size_t>(p)] || held.empty() || fs(set, p) == nullptr) continue;
+    DriveCommit dc;
+    dc.use = true;
+    dc.version = held.front();
+    OL_CO_RETURN_IF_ERROR(co_await HealCommit(set, p, bucket, key, dc, held));
+  }
+  co_return out;
+}
+
+io::Task<absl::Status> Engine::HealVersion(int set, std::string bucket, std::string key,
+                                           pb::ObjectVersion v,
+                                           std::vector<const pb::ObjectVersion*> copy,
+                                           HealDrives& drives, HealOutcome& out) {
   const uint32_t k = v.data_shards(), m = v.parity_shards(), n = k + m, B = v.block_size();
   if (n != static_cast<uint32_t>(n_)) {
     co_return absl::FailedPreconditionError("object layout does not match the set");
@@ -115,7 +171,7 @@ io::Task<absl::StatusOr<HealOutcome>> Engine::HealOne(std::string bucket, std::s
   std::vector<bool> online(n, false);
   for (uint32_t p = 0; p < n; ++p) {
     online[p] = fs(set, static_cast<int>(p)) != nullptr;
-    bad[p] = online[p] && r.copy[p] == nullptr;
+    bad[p] = online[p] && copy[p] == nullptr;
   }
   const std::string data_dir = StrCat(ObjectDir(bucket, key), "/", DataDirOf(v));
   uint64_t written = 0;
@@ -136,7 +192,7 @@ io::Task<absl::StatusOr<HealOutcome>> Engine::HealOne(std::string bucket, std::s
     int good = 0;
     for (uint32_t s = 0; s < n; ++s) present[s] = false;
     for (uint32_t p = 0; p < n; ++p) {
-      const pb::ObjectVersion* c = r.copy[p];
+      const pb::ObjectVersion* c = copy[p];
       if (c == nullptr) continue;
       const bool ok = c->inline_shard().size() == L &&
                       (L == 0 || (c->parts_size() > 0 && c->parts(0).block_crc_size() > 0 &&
@@ -165,7 +221,7 @@ io::Task<absl::StatusOr<HealOutcome>> Engine::HealOne(std::string bucket, std::s
       fixed[p].set_inline_shard(sh);
       if (L > 0) fixed[p].mutable_parts(0)->add_block_crc(Crc64(sh.data(), L));
     }
-  } else {
+  } else if (!v.delete_marker()) {
     // Pass 1: which drives hold every block intact.
     io::AlignedBuffer buf(B);
     if (!buf) co_return absl::ResourceExhaustedError("store: out of memory for healing");
@@ -174,7 +230,7 @@ io::Task<absl::StatusOr<HealOutcome>> Engine::HealOne(std::string bucket, std::s
       const uint64_t blocks = BlockCount(part.size(), k, B);
       for (uint32_t p = 0; p < n; ++p) {
         if (!online[p] || bad[p]) continue;
-        const pb::ObjectVersion* c = r.copy[p];
+        const pb::ObjectVersion* c = copy[p];
         if (c->parts(pi).block_crc_size() != static_cast<int>(blocks)) {
           bad[p] = true;
           continue;
@@ -225,7 +281,7 @@ io::Task<absl::StatusOr<HealOutcome>> Engine::HealOne(std::string bucket, std::s
           // Every drive is a source, a bad one too: its other blocks may be intact, and when
           // every drive has some damage (each in another stripe) they are what rebuilds it.
           // Each block read is checked against its CRC-64.
-          const pb::ObjectVersion* c = r.copy[p];
+          const pb::ObjectVersion* c = copy[p];
           if (c == nullptr || c->parts_size() <= pi ||
               c->parts(pi).block_crc_size() != static_cast<int>(blocks)) {
             continue;  // its metadata cannot vouch for its blocks
@@ -246,7 +302,7 @@ io::Task<absl::StatusOr<HealOutcome>> Engine::HealOne(std::string bucket, std::s
             if (!src[p]) continue;
             const uint32_t s = ShardAt(v.rotation(), p, n);
             const bool ok = co_await ReadShardBlock(src[p].get(), ptrs[s], L, b * B,
-                                                    r.copy[p]->parts(pi).block_crc(static_cast<int>(b)));
+                                                    copy[p]->parts(pi).block_crc(static_cast<int>(b)));
             if (ok) {
               present[s] = true;
               ++good;
@@ -298,42 +354,40 @@ io::Task<absl::StatusOr<HealOutcome>> Engine::HealOne(std::string bucket, std::s
         dc.use = true;
         dc.version = fixed[p];
         dc.staged_dir = staged;
-        absl::Status s = co_await HealCommit(set, static_cast<int>(p), bucket, key, dc);
+        std::vector<pb::ObjectVersion>& held = drives.held[p];
+        absl::Status s = co_await HealCommit(set, static_cast<int>(p), bucket, key, dc, held);
         if (!s.ok()) co_return s;
+        Hold(held, fixed[p]);
+        drives.stale[p] = false;  // the commit wrote exactly what it holds
         ++written;
       }
     }
   }
-
-  // Inline objects with bad copies, and drives whose metadata holds more than the winner.
-  for (uint32_t p = 0; p < n; ++p) {
-    if (!online[p]) continue;
-    const MetaRead& mr = r.reads[p];
-    const bool extra = mr.kind == MetaRead::kOk && mr.meta.versions_size() != 1;
-    const bool rewrite = v.inline_data() ? bad[p] : false;
-    if (!rewrite && !extra) continue;
-    if (!v.inline_data() && bad[p]) continue;  // committed above
-    DriveCommit dc;
-    dc.use = true;
-    dc.version = (v.inline_data() || r.copy[p] == nullptr) ? fixed[p] : *r.copy[p];
-    absl::Status s = co_await HealCommit(set, static_cast<int>(p), bucket, key, dc);
-    if (!s.ok()) co_return s;
-    if (rewrite) {
+  if (v.inline_data() || v.delete_marker()) {
+    // Their bytes (if any) are in the records: the drives' final rewrite carries them.
+    for (uint32_t p = 0; p < n; ++p) {
+      if (!online[p] || !bad[p]) continue;
+      Hold(drives.held[p], fixed[p]);
+      drives.stale[p] = true;
       ++written;
-      bytes += dc.version.inline_shard().size();
+      bytes += fixed[p].inline_shard().size();
     }
   }
-  co_return HealOutcome{written > 0 || !r.clean, written, bytes};
+  out.healed = out.healed || written > 0;
+  out.shards += written;
+  out.bytes += bytes;
+  co_return absl::OkStatus();
 }
 
 io::Task<absl::Status> Engine::HealCommit(int set, int pos, const std::string& bucket,
-                                          const std::string& key, const DriveCommit& dc) {
-  absl::Status s = co_await CommitOnDrive(set, pos, bucket, key, dc, nullptr);
+                                          const std::string& key, const DriveCommit& dc,
+                                          std::vector<pb::ObjectVersion> others) {
+  absl::Status s = co_await CommitOnDrive(set, pos, bucket, key, dc, others);
   const bool no_bucket = !s.ok() && ErrorKindOf(s) == ErrorKind::kNoSuchBucket;
   if (no_bucket) {
     absl::StatusOr<HealResult> dirs = co_await HealBucketDirs(bucket);
     if (dirs.ok()) {
-      s = co_await CommitOnDrive(set, pos, bucket, key, dc, nullptr);
+      s = co_await CommitOnDrive(set, pos, bucket, key, dc, std::move(others));
     }
   }
   if (!s.ok()) s = Annotate(s, StrCat("heal commit on ", drive(set, pos).path));

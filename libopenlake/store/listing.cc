@@ -207,18 +207,15 @@ absl::StatusOr<std::vector<Engine::WalkItem>> Engine::WalkSet(int set, const std
   return w.Run();
 }
 
-io::Task<absl::StatusOr<ListResult>> Engine::ListObjects(std::string bucket, ListOptions o) {
-  OL_CO_RETURN_IF_ERROR((co_await StatBucket(bucket)).status());
-  ListResult result;
-  if (o.max_keys <= 0) co_return result;
-  const size_t max_keys = static_cast<size_t>(std::min(o.max_keys, 1000));
-  // A prefix no key can have (".." segments, "//") lists nothing.
-  if (!ValidatePrefix(o.prefix).ok()) co_return result;
-
+absl::StatusOr<std::vector<Engine::WalkItem>> Engine::WalkAll(const std::string& bucket,
+                                                              const std::string& prefix,
+                                                              const std::string& delimiter,
+                                                              const std::string& marker,
+                                                              size_t limit) {
   std::vector<WalkItem> all;
   for (int s = 0; s < sets_; ++s) {
-    OL_CO_ASSIGN_OR_RETURN(std::vector<WalkItem> items,
-                           WalkSet(s, bucket, o.prefix, o.delimiter, o.marker, max_keys + 1, k_));
+    OL_ASSIGN_OR_RETURN(std::vector<WalkItem> items,
+                        WalkSet(s, bucket, prefix, delimiter, marker, limit, k_));
     for (WalkItem& it : items) all.push_back(std::move(it));
   }
   std::sort(all.begin(), all.end(),
@@ -227,6 +224,20 @@ io::Task<absl::StatusOr<ListResult>> Engine::ListObjects(std::string bucket, Lis
   all.erase(std::unique(all.begin(), all.end(),
                         [](const WalkItem& a, const WalkItem& b) { return a.key == b.key; }),
             all.end());
+  if (all.size() > limit) all.resize(limit);
+  return all;
+}
+
+io::Task<absl::StatusOr<ListResult>> Engine::ListObjects(std::string bucket, ListOptions o) {
+  OL_CO_RETURN_IF_ERROR((co_await StatBucket(bucket)).status());
+  ListResult result;
+  if (o.max_keys <= 0) co_return result;
+  const size_t max_keys = static_cast<size_t>(std::min(o.max_keys, 1000));
+  // A prefix no key can have (".." segments, "//") lists nothing.
+  if (!ValidatePrefix(o.prefix).ok()) co_return result;
+
+  OL_CO_ASSIGN_OR_RETURN(std::vector<WalkItem> all,
+                         WalkAll(bucket, o.prefix, o.delimiter, o.marker, max_keys + 1));
   if (all.size() > max_keys) {
     result.truncated = true;
     all.resize(max_keys);
@@ -247,6 +258,88 @@ io::Task<absl::StatusOr<ListResult>> Engine::ListObjects(std::string bucket, Lis
   for (size_t i = 0; i < keys.size(); ++i) {
     if (!resolved[i].status.ok()) continue;  // deleted meanwhile, or unreadable
     result.objects.push_back(ToObjectInfo(bucket, keys[i], resolved[i].version));
+  }
+  co_return result;
+}
+
+io::Task<absl::StatusOr<ListVersionsResult>> Engine::ListObjectVersions(
+    std::string bucket, ListVersionsOptions o) {
+  OL_CO_RETURN_IF_ERROR((co_await StatBucket(bucket)).status());
+  ListVersionsResult result;
+  if (o.max_keys <= 0) co_return result;
+  const size_t max_keys = static_cast<size_t>(std::min(o.max_keys, 1000));
+  if (!ValidatePrefix(o.prefix).ok()) co_return result;
+  size_t count = 0;
+  bool more = false;  // something is left after what the page holds
+  // Adds a key's versions from `from` on; false once the page is full.
+  auto add = [&](const std::string& key, const Resolved& r, size_t from) {
+    for (size_t i = from; i < r.versions.size(); ++i) {
+      if (count == max_keys) {
+        more = true;
+        return false;
+      }
+      ObjectInfo info = ToObjectInfo(bucket, key, *r.versions[i]);
+      info.is_latest = i == 0;
+      result.versions.push_back(std::move(info));
+      ++count;
+    }
+    return true;
+  };
+
+  // The rest of the marker key's versions: those older than the marker version.
+  if (!o.key_marker.empty() && !o.version_id_marker.empty()) {
+    OL_CO_ASSIGN_OR_RETURN(std::optional<std::string> after, ParseVersionId(o.version_id_marker));
+    const int set = static_cast<int>(PlaceObject(bucket, o.key_marker).set);
+    Resolved r = co_await ReadAndResolve(set, bucket, o.key_marker);
+    for (size_t i = 0; i < r.versions.size(); ++i) {
+      if (after && IdentityOf(*r.versions[i]) == *after) {
+        (void)add(o.key_marker, r, i + 1);
+        break;
+      }
+    }
+  }
+  std::string marker = o.key_marker;
+  while (!more) {
+    const size_t want = max_keys - std::min(count, max_keys) + 1;
+    OL_CO_ASSIGN_OR_RETURN(std::vector<WalkItem> items,
+                           WalkAll(bucket, o.prefix, o.delimiter, marker, want));
+    std::vector<io::Task<Resolved>> reads;
+    for (const WalkItem& it : items) {
+      if (it.is_prefix) continue;
+      reads.push_back(ReadAndResolve(static_cast<int>(PlaceObject(bucket, it.key).set), bucket,
+                                     it.key));
+    }
+    std::vector<Resolved> resolved = co_await io::WhenAll(std::move(reads));
+    size_t next = 0;
+    for (const WalkItem& it : items) {
+      if (it.is_prefix) {
+        if (count == max_keys) {
+          more = true;
+          break;
+        }
+        result.common_prefixes.push_back(it.key);
+        result.next_key_marker = it.key;
+        result.next_version_id_marker.clear();
+        ++count;
+        continue;
+      }
+      const Resolved& r = resolved[next++];
+      if (!add(it.key, r, 0)) break;
+    }
+    if (items.size() < want) break;
+    marker = items.back().key;
+  }
+  if (more) {
+    result.truncated = true;
+    // Where the page ended: its last version, or its last common prefix.
+    if (!result.versions.empty() &&
+        (result.next_key_marker.empty() || result.versions.back().key > result.next_key_marker)) {
+      result.next_key_marker = result.versions.back().key;
+      result.next_version_id_marker = result.versions.back().version_id;
+    }
+  } else {
+    result.next_key_marker.clear();
+    result.next_version_id_marker.clear();
   }
   co_return result;
 }

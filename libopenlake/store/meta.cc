@@ -74,7 +74,7 @@ absl::Status DecodeRecord(RecordType type, std::string_view in,
 }
 
 absl::Status CheckVersion(const pb::ObjectVersion& v, int set_drives) {
-  if (v.deleted()) return absl::OkStatus();
+  if (v.deleted() || v.delete_marker()) return absl::OkStatus();
   const uint64_t n = static_cast<uint64_t>(set_drives);
   const uint64_t k = v.data_shards();
   if (k == 0 || k + v.parity_shards() != n) {
@@ -140,12 +140,44 @@ ObjectInfo ToObjectInfo(std::string_view bucket, std::string_view key,
       info.parts.push_back(std::move(part));
     }
   }
-  info.version_id = Hex(v.version_id());
+  info.version_id = S3VersionIdOf(v);
+  info.delete_marker = v.delete_marker();
   return info;
 }
 
+std::string IdentityOf(const pb::ObjectVersion& v) {
+  if (!v.versioned()) return std::string();
+  return v.origin_id().empty() ? v.version_id() : v.origin_id();
+}
+
+std::string S3VersionIdOf(const pb::ObjectVersion& v) {
+  return v.versioned() ? Hex(IdentityOf(v)) : std::string(kNullVersionId);
+}
+
+absl::StatusOr<std::optional<std::string>> ParseVersionId(std::string_view id) {
+  if (id.empty()) return std::optional<std::string>();
+  if (id == kNullVersionId) return std::optional<std::string>(std::string());
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  std::string raw;
+  for (size_t i = 0; id.size() == 32 && i < 32; i += 2) {
+    const int hi = digit(id[i]), lo = digit(id[i + 1]);
+    if (hi < 0 || lo < 0) break;
+    raw.push_back(static_cast<char>(hi * 16 + lo));
+  }
+  if (raw.size() != 16) {
+    return Error(ErrorKind::kInvalidVersionId, "Invalid version id specified");
+  }
+  return std::optional<std::string>(std::move(raw));
+}
+
 bool SameVersion(const pb::ObjectVersion& a, const pb::ObjectVersion& b) {
-  if (a.version_id() != b.version_id() || a.deleted() != b.deleted() || a.size() != b.size() ||
+  if (a.version_id() != b.version_id() || a.deleted() != b.deleted() ||
+      a.delete_marker() != b.delete_marker() || a.versioned() != b.versioned() ||
+      a.origin_id() != b.origin_id() || a.size() != b.size() ||
       a.etag() != b.etag() || a.data_shards() != b.data_shards() ||
       a.parity_shards() != b.parity_shards() || a.block_size() != b.block_size() ||
       a.rotation() != b.rotation() || a.parts_size() != b.parts_size() ||

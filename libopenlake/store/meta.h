@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -50,6 +51,16 @@ inline absl::Time FromNs(int64_t ns) { return absl::FromUnixNanos(ns); }
 // The public view of a version.
 ObjectInfo ToObjectInfo(std::string_view bucket, std::string_view key,
                         const pb::ObjectVersion& v);
+
+// The S3 identity of a version: "" for the null version, else the 16 bytes of its S3 version
+// id. Of the records a drive holds with one identity, only the newest is that version (a null
+// write, and UpdateObjectMeta, replace the record of their identity).
+std::string IdentityOf(const pb::ObjectVersion& v);
+// The S3 version id clients see: "null", or the identity in hex.
+std::string S3VersionIdOf(const pb::ObjectVersion& v);
+// The identity an S3 version id names: nullopt for "" (the current version), "" for "null",
+// else 16 bytes; InvalidVersionId for anything else.
+absl::StatusOr<std::optional<std::string>> ParseVersionId(std::string_view id);
 
 // True when a and b describe the same write (same id and the fields every drive shares).
 bool SameVersion(const pb::ObjectVersion& a, const pb::ObjectVersion& b);

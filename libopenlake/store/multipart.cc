@@ -407,9 +407,10 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CompleteUpload(std::string bucket, 
   absl::StatusOr<pb::UploadMeta> read_up = co_await ReadUpload(this, set, bucket, key, upload_id);
   if (!read_up.ok()) {
     if (ErrorKindOf(read_up.status()) == ErrorKind::kNoSuchUpload) {
+      // A retry after success: the version it made (still current, or kept by versioning).
       Resolved cur = co_await ReadAndResolve(set, bucket, key);
-      if (cur.status.ok() && CompletedBy(cur.version, upload_id, parts)) {
-        co_return ToObjectInfo(bucket, key, cur.version);
+      for (const pb::ObjectVersion* v : cur.versions) {
+        if (CompletedBy(*v, upload_id, parts)) co_return ToObjectInfo(bucket, key, *v);
       }
     }
     co_return read_up.status();
@@ -466,6 +467,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CompleteUpload(std::string bucket, 
   base.set_rotation(up.rotation());
   base.set_multipart_count(static_cast<uint32_t>(parts.size()));
   base.set_upload_id(upload_id);
+  base.set_versioned(options.versioning == Versioning::kEnabled);
   for (const PartVotes* v : chosen) {
     pb::Part* p = base.add_parts();
     p->set_number(v->meta.number());
@@ -510,7 +512,10 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CompleteUpload(std::string bucket, 
     dc.use = true;
     dc.staged_dir = staged;
   }
-  absl::Status s = co_await CommitVersion(set, bucket, key, std::move(commits), write_quorum_);
+  int64_t mod_time = 0;
+  absl::Status s =
+      co_await CommitVersion(set, bucket, key, std::move(commits), write_quorum_, &mod_time);
+  base.set_mod_time_ns(mod_time);
   if (!s.ok()) {
     DiscardStaging(set, staged);  // the upload itself is untouched: Complete can be retried
     co_return s;

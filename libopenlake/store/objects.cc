@@ -9,6 +9,8 @@
 namespace openlake::store {
 namespace {
 
+io::Task<absl::Status> Done() { co_return absl::OkStatus(); }
+
 std::string Unquote(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '"')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '"')) s.remove_suffix(1);
@@ -56,12 +58,17 @@ absl::Status CheckConditions(const ObjectInfo& info, const Conditions& c) {
 absl::Status CheckWriteConditions(const Resolved& cur, const WriteConditions& when) {
   if (!Conditional(when)) return absl::OkStatus();
   const bool exists = cur.status.ok();
-  if (!exists && ErrorKindOf(cur.status) != ErrorKind::kNoSuchKey) return cur.status;
+  const ErrorKind kind = ErrorKindOf(cur.status);
+  // A key whose current version is a delete marker does not exist.
+  if (!exists && kind != ErrorKind::kNoSuchKey && kind != ErrorKind::kDeleteMarker) {
+    return cur.status;
+  }
   if (when.if_none_match && exists) {
     return Error(ErrorKind::kPreconditionFailed, "If-None-Match: the key exists");
   }
   if (!when.if_match.empty()) {
-    if (!exists) return cur.status;  // NoSuchKey, as S3 answers an If-Match of a missing key
+    // NoSuchKey, as S3 answers an If-Match of a missing key.
+    if (!exists) return Error(ErrorKind::kNoSuchKey, "If-Match: no such key");
     if (!EtagMatches(when.if_match, cur.version.etag())) {
       return Error(ErrorKind::kPreconditionFailed, "If-Match: the ETag differs");
     }
@@ -104,53 +111,142 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::StatObject(std::string bucket, std:
                                                         Conditions conditions) {
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
   OL_CO_RETURN_IF_ERROR(ValidateObjectKey(key));
-  if (std::shared_ptr<const InlineCache::Entry> hit =
-          inline_cache_.Find(StrCat(bucket, "/", key))) {
-    OL_CO_RETURN_IF_ERROR(CheckConditions(hit->info, conditions));
-    co_return hit->info;
+  OL_CO_ASSIGN_OR_RETURN(std::optional<std::string> want, ParseVersionId(conditions.version_id));
+  if (!want) {
+    if (std::shared_ptr<const InlineCache::Entry> hit =
+            inline_cache_.Find(StrCat(bucket, "/", key))) {
+      OL_CO_RETURN_IF_ERROR(CheckConditions(hit->info, conditions));
+      co_return hit->info;
+    }
   }
   const int set = static_cast<int>(PlaceObject(bucket, key).set);
-  Resolved r = co_await ResolveForRead(set, bucket, key);
+  Resolved r = co_await ResolveForRead(set, bucket, key, want);
   OL_CO_RETURN_IF_ERROR(r.status);
   ObjectInfo info = ToObjectInfo(bucket, key, r.version);
+  info.is_latest = !r.versions.empty() && r.versions.front()->version_id() == r.version.version_id();
   OL_CO_RETURN_IF_ERROR(CheckConditions(info, conditions));
   co_return info;
 }
 
-io::Task<absl::Status> Engine::DeleteObject(std::string bucket, std::string key) {
+io::Task<absl::Status> Store::DeleteObject(std::string bucket, std::string key) {
+  DeleteOptions options;
+  absl::StatusOr<DeleteResult> r =
+      co_await DeleteObject(std::move(bucket), std::move(key), std::move(options));
+  co_return r.status();
+}
+
+io::Task<absl::StatusOr<DeleteResult>> Engine::DeleteObject(std::string bucket, std::string key,
+                                                            DeleteOptions options) {
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
   OL_CO_RETURN_IF_ERROR(ValidateObjectKey(key));
+  OL_CO_ASSIGN_OR_RETURN(std::optional<std::string> want, ParseVersionId(options.version_id));
   const Placement pl = PlaceObject(bucket, key);
   const int set = static_cast<int>(pl.set);
   LockGuard lock = co_await locks_.Lock(StrCat("o:", bucket, "/", key), true);
   inline_cache_.Invalidate(StrCat(bucket, "/", key));
-  Resolved r = co_await ReadAndResolve(set, bucket, key);
-  if (!r.status.ok()) {
-    if (ErrorKindOf(r.status) == ErrorKind::kNoSuchKey) {
+  Resolved r = co_await ReadAndResolve(set, bucket, key, want);
+  if (want) co_return co_await RemoveVersion(set, bucket, key, std::move(r));
+  const ErrorKind kind = ErrorKindOf(r.status);
+  if (options.versioning == Versioning::kUnversioned) {
+    if (!r.status.ok()) {
+      if (kind != ErrorKind::kNoSuchKey && kind != ErrorKind::kDeleteMarker) co_return r.status;
       // Leftovers of failed writes that never reached quorum go quietly.
       if (!r.clean) QueueHeal(bucket, key);
       co_return NotFoundError(set, bucket, key);
     }
-    co_return r.status;
+  } else if (!r.status.ok() && kind != ErrorKind::kDeleteMarker) {
+    if (kind != ErrorKind::kNoSuchKey) co_return r.status;
+    if (!BucketExistsOnSet(set, bucket)) co_return NotFoundError(set, bucket, key);
   }
-  // A tombstone first (phase 1), so that a crash mid-delete leaves the object or nothing.
-  pb::ObjectVersion tomb;
-  tomb.set_version_id(NewVersionId());
-  tomb.set_mod_time_ns(std::max(NowNs(), r.version.mod_time_ns() + 1));
-  tomb.set_deleted(true);
-  tomb.set_data_shards(static_cast<uint32_t>(k_));
-  tomb.set_parity_shards(static_cast<uint32_t>(m_));
-  tomb.set_block_size(opts_.block_size);
-  tomb.set_rotation(pl.rotation);
+  // Without versioning, a tombstone first (phase 1), so that a crash mid-delete leaves the
+  // object or nothing. With it, a delete marker: a version of its own (Suspended: the null
+  // one).
+  pb::ObjectVersion mark;
+  mark.set_version_id(NewVersionId());
+  mark.set_mod_time_ns(NowNs());
+  if (options.versioning == Versioning::kUnversioned) {
+    mark.set_deleted(true);
+  } else {
+    mark.set_delete_marker(true);
+    mark.set_versioned(options.versioning == Versioning::kEnabled);
+  }
+  mark.set_data_shards(static_cast<uint32_t>(k_));
+  mark.set_parity_shards(static_cast<uint32_t>(m_));
+  mark.set_block_size(opts_.block_size);
+  mark.set_rotation(pl.rotation);
   std::vector<DriveCommit> commits(static_cast<size_t>(n_));
   for (int p = 0; p < n_; ++p) {
     DriveCommit& dc = commits[static_cast<size_t>(p)];
     dc.use = fs(set, p) != nullptr;
-    dc.version = tomb;
+    dc.version = mark;
     dc.version.set_shard_index(ShardAt(pl.rotation, static_cast<uint32_t>(p),
                                        static_cast<uint32_t>(n_)));
   }
-  co_return co_await CommitVersion(set, bucket, key, std::move(commits), write_quorum_);
+  int64_t mod_time = 0;
+  OL_CO_RETURN_IF_ERROR(
+      co_await CommitVersion(set, bucket, key, std::move(commits), write_quorum_, &mod_time));
+  DeleteResult out;
+  if (mark.delete_marker()) {
+    out.delete_marker = true;
+    out.version_id = S3VersionIdOf(mark);
+  }
+  co_return out;
+}
+
+io::Task<absl::StatusOr<DeleteResult>> Engine::RemoveVersion(int set, std::string bucket,
+                                                             std::string key, Resolved r) {
+  const ErrorKind kind = ErrorKindOf(r.status);
+  if (!r.status.ok() && kind != ErrorKind::kDeleteMarker) {
+    // Removing a version that is not there succeeds, as in S3.
+    if (kind == ErrorKind::kNoSuchKey || kind == ErrorKind::kNoSuchVersion) {
+      if (!BucketExistsOnSet(set, bucket)) co_return NotFoundError(set, bucket, key);
+      co_return DeleteResult{};
+    }
+    co_return r.status;
+  }
+  DeleteResult out;
+  out.version_id = S3VersionIdOf(r.version);
+  out.delete_marker = r.version.delete_marker();
+  // Every drive is rewritten without the version's records (a drive holding only those loses
+  // the key); the records of other versions stay.
+  const std::string identity = IdentityOf(r.version);
+  std::vector<io::Task<absl::Status>> writes;
+  for (int p = 0; p < n_; ++p) {
+    const MetaRead& m = r.reads[static_cast<size_t>(p)];
+    if (m.kind != MetaRead::kOk || fs(set, p) == nullptr) continue;
+    std::vector<pb::ObjectVersion> rest;
+    for (const pb::ObjectVersion& v : m.meta.versions()) {
+      if (v.deleted() || IdentityOf(v) == identity) continue;
+      bool good = false;
+      for (const pb::ObjectVersion* g : r.versions) good = good || SameVersion(v, *g);
+      if (good) rest.push_back(v);
+    }
+    if (static_cast<int>(rest.size()) == m.meta.versions_size()) {
+      writes.push_back(Done());  // nothing of it here, nothing stray
+      continue;
+    }
+    writes.push_back(RewriteRecords(set, p, bucket, key, std::move(rest)));
+  }
+  std::vector<absl::Status> results = co_await io::WhenAll(std::move(writes));
+  int ok = 0;
+  for (const absl::Status& s : results) ok += s.ok() ? 1 : 0;
+  if (ok < static_cast<int>(results.size())) QueueHeal(bucket, key);
+  if (ok < write_quorum_) {
+    co_return Error(ErrorKind::kInsufficientDrives,
+                    StrCat("removing the version reached ", ok, " drives; ", write_quorum_,
+                           " needed"));
+  }
+  co_return out;
+}
+
+io::Task<absl::Status> Engine::RewriteRecords(int set, int pos, std::string bucket,
+                                              std::string key,
+                                              std::vector<pb::ObjectVersion> records) {
+  if (records.empty()) co_return RemoveObjectOnDrive(set, pos, bucket, key);
+  DriveCommit dc;
+  dc.use = true;
+  dc.version = records.front();
+  co_return co_await CommitOnDrive(set, pos, bucket, key, dc, std::move(records));
 }
 
 io::Task<absl::StatusOr<ObjectInfo>> Engine::UpdateObjectMeta(std::string bucket,
@@ -158,11 +254,12 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::UpdateObjectMeta(std::string bucket
                                                               MetaUpdate update) {
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
   OL_CO_RETURN_IF_ERROR(ValidateObjectKey(key));
+  OL_CO_ASSIGN_OR_RETURN(std::optional<std::string> want, ParseVersionId(update.version_id));
   const int set = static_cast<int>(PlaceObject(bucket, key).set);
   const std::string lock_name = StrCat("o:", bucket, "/", key);
   LockGuard lock = co_await locks_.Lock(lock_name, true);
   inline_cache_.Invalidate(StrCat(bucket, "/", key));
-  Resolved cur = co_await ReadAndResolve(set, bucket, key);
+  Resolved cur = co_await ReadAndResolve(set, bucket, key, want);
   if (!cur.status.ok()) {
     if (ErrorKindOf(cur.status) == ErrorKind::kNoSuchKey) co_return NotFoundError(set, bucket, key);
     co_return cur.status;
@@ -170,11 +267,13 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::UpdateObjectMeta(std::string bucket
   WriteConditions when;
   when.if_match = update.if_match;
   OL_CO_RETURN_IF_ERROR(CheckWriteConditions(cur, when));
-  // A new version over the same shards: each drive that holds the current one gets its own
-  // copy (per-drive fields and inline shard kept) with the new metadata. It is newer by a
-  // nanosecond, which no answer shows, so that it wins over the old one on every read quorum.
+  // A new record over the same shards: each drive that holds the version gets its own copy
+  // (per-drive fields and inline shard kept) with the new metadata and the version's S3
+  // identity. It is newer by a nanosecond, which no answer shows, so that it supersedes the
+  // old record on every read quorum.
   const std::string id = NewVersionId();
   const std::string data_id = DataIdOf(cur.version);
+  const std::string identity = IdentityOf(cur.version);
   std::vector<DriveCommit> commits(static_cast<size_t>(n_));
   int holders = 0;
   for (int p = 0; p < n_; ++p) {
@@ -185,6 +284,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::UpdateObjectMeta(std::string bucket
     dc.version = *held;
     dc.version.set_version_id(id);
     dc.version.set_data_id(data_id);
+    if (cur.version.versioned()) dc.version.set_origin_id(identity);
     dc.version.set_mod_time_ns(cur.version.mod_time_ns() + 1);
     auto& meta = *dc.version.mutable_user_meta();
     for (const auto& [name, value] : update.set) meta[name] = value;
@@ -200,7 +300,8 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::UpdateObjectMeta(std::string bucket
   for (const DriveCommit& dc : commits) {
     if (dc.use) result = dc.version;
   }
-  OL_CO_RETURN_IF_ERROR(co_await CommitVersion(set, bucket, key, std::move(commits), write_quorum_));
+  OL_CO_RETURN_IF_ERROR(
+      co_await CommitVersion(set, bucket, key, std::move(commits), write_quorum_, nullptr));
   co_return ToObjectInfo(bucket, key, result);
 }
 
@@ -219,6 +320,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CopyObject(std::string src_bucket,
   if (replace) {
     put = *std::move(replace);
   } else {
+    // The source's metadata; an unversioned destination.
     put.content_type = in->info().content_type;
     put.user_meta = in->info().user_meta;
   }

@@ -1,5 +1,6 @@
 // Reading an object's metadata on every drive of its set and choosing the version they agree
 // on (docs/object-store.md, "Read quorum").
+#include <algorithm>
 #include <map>
 
 #include "store/engine.h"
@@ -10,6 +11,11 @@
 #include "openlake/strings.h"
 
 namespace openlake::store {
+
+bool Newer(const pb::ObjectVersion* a, const pb::ObjectVersion* b) {
+  if (a->mod_time_ns() != b->mod_time_ns()) return a->mod_time_ns() > b->mod_time_ns();
+  return a->version_id() > b->version_id();
+}
 
 io::Task<MetaRead> Engine::ReadMetaOn(int set, int pos, std::string bucket, std::string key) {
   MetaRead out;
@@ -47,7 +53,8 @@ io::Task<MetaRead> Engine::ReadMetaOn(int set, int pos, std::string bucket, std:
   co_return out;
 }
 
-Resolved Engine::ResolveReads(std::vector<MetaRead> reads) const {
+Resolved Engine::ResolveReads(std::vector<MetaRead> reads,
+                              const std::optional<std::string>& want) const {
   Resolved r;
   r.reads = std::move(reads);
   const int n = static_cast<int>(r.reads.size());
@@ -73,16 +80,13 @@ Resolved Engine::ResolveReads(std::vector<MetaRead> reads) const {
       ++c.count;
     }
   }
-  // The newest version enough drives hold to be read.
-  const Candidate* win = nullptr;
+  // The records enough drives hold to be read, newest first.
+  std::vector<const pb::ObjectVersion*> readable;
   for (const auto& [id, c] : by_id) {
-    if (c.count < k_) continue;
-    if (win == nullptr || c.v->mod_time_ns() > win->v->mod_time_ns() ||
-        (c.v->mod_time_ns() == win->v->mod_time_ns() && id > win->v->version_id())) {
-      win = &c;
-    }
+    if (c.count >= k_) readable.push_back(c.v);
   }
-  if (win == nullptr) {
+  std::sort(readable.begin(), readable.end(), Newer);
+  if (readable.empty()) {
     bool maybe_hidden = unknown >= write_quorum_;
     for (const auto& [id, c] : by_id) {
       if (c.count + unknown >= k_ && !c.v->deleted()) maybe_hidden = true;
@@ -97,35 +101,75 @@ Resolved Engine::ResolveReads(std::vector<MetaRead> reads) const {
     r.clean = not_found == n;
     return r;
   }
-  r.version = *win->v;
-  r.holders = win->count;
+  // The key's versions: the newest record of each identity. A tombstone on top is a delete in
+  // progress: the key has none.
+  std::vector<const pb::ObjectVersion*> kept;
+  if (readable.front()->deleted()) {
+    kept.push_back(readable.front());
+  } else {
+    for (const pb::ObjectVersion* v : readable) {
+      if (v->deleted()) continue;
+      bool superseded = false;
+      for (const pb::ObjectVersion* newer : r.versions) {
+        superseded = superseded || IdentityOf(*newer) == IdentityOf(*v);
+      }
+      if (!superseded) r.versions.push_back(v);
+    }
+    kept = r.versions;
+  }
+  const pb::ObjectVersion* win = kept.front();
+  if (want) {
+    win = nullptr;
+    for (const pb::ObjectVersion* v : r.versions) {
+      if (IdentityOf(*v) == *want) win = v;
+    }
+  }
   for (int p = 0; p < n; ++p) {
     const MetaRead& m = r.reads[static_cast<size_t>(p)];
     if (m.kind != MetaRead::kOk) {
       r.clean = false;
       continue;
     }
+    int matched = 0;
     for (const pb::ObjectVersion& v : m.meta.versions()) {
-      if (v.version_id() == win->v->version_id() && SameVersion(v, *win->v)) {
+      for (const pb::ObjectVersion* good : kept) {
+        if (v.version_id() == good->version_id() && SameVersion(v, *good)) ++matched;
+      }
+      if (win != nullptr && v.version_id() == win->version_id() && SameVersion(v, *win)) {
         r.copy[static_cast<size_t>(p)] = &v;
+        ++r.holders;
       }
     }
-    if (m.meta.versions_size() != 1 || r.copy[static_cast<size_t>(p)] == nullptr) r.clean = false;
+    if (matched != static_cast<int>(kept.size()) ||
+        m.meta.versions_size() != static_cast<int>(kept.size())) {
+      r.clean = false;
+    }
   }
-  if (r.version.deleted()) r.status = Error(ErrorKind::kNoSuchKey, "no such key");
+  if (win == nullptr) {
+    r.status = Error(ErrorKind::kNoSuchVersion, "The specified version does not exist.");
+    return r;
+  }
+  r.version = *win;
+  if (r.version.deleted()) {
+    r.status = Error(ErrorKind::kNoSuchKey, "no such key");
+  } else if (r.version.delete_marker()) {
+    r.status = DeleteMarkerError(S3VersionIdOf(r.version), "the version is a delete marker");
+  }
   return r;
 }
 
-io::Task<Resolved> Engine::ReadAndResolve(int set, std::string bucket, std::string key) {
+io::Task<Resolved> Engine::ReadAndResolve(int set, std::string bucket, std::string key,
+                                          std::optional<std::string> want) {
   std::vector<io::Task<MetaRead>> reads;
   reads.reserve(static_cast<size_t>(n_));
   for (int p = 0; p < n_; ++p) reads.push_back(ReadMetaOn(set, p, bucket, key));
   std::vector<MetaRead> got = co_await io::WhenAll(std::move(reads));
-  co_return ResolveReads(std::move(got));
+  co_return ResolveReads(std::move(got), want);
 }
 
-io::Task<Resolved> Engine::ResolveForRead(int set, std::string bucket, std::string key) {
-  Resolved r = co_await ReadAndResolve(set, bucket, key);
+io::Task<Resolved> Engine::ResolveForRead(int set, std::string bucket, std::string key,
+                                          std::optional<std::string> want) {
+  Resolved r = co_await ReadAndResolve(set, bucket, key, want);
   if (!r.clean) QueueHeal(bucket, key);
   if (ErrorKindOf(r.status) == ErrorKind::kNoSuchKey) r.status = NotFoundError(set, bucket, key);
   co_return r;

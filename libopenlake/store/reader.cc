@@ -363,8 +363,12 @@ io::Task<absl::StatusOr<std::unique_ptr<ObjectReader>>> Engine::OpenObject(std::
                                                                             GetOptions options) {
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
   OL_CO_RETURN_IF_ERROR(ValidateObjectKey(key));
+  OL_CO_ASSIGN_OR_RETURN(std::optional<std::string> want,
+                         ParseVersionId(options.conditions.version_id));
   std::string name = StrCat(bucket, "/", key);
-  if (std::shared_ptr<const InlineCache::Entry> hit = inline_cache_.Find(name)) {
+  std::shared_ptr<const InlineCache::Entry> hit;
+  if (!want) hit = inline_cache_.Find(name);  // the cache holds current versions only
+  if (hit) {
     OL_CO_RETURN_IF_ERROR(CheckConditions(hit->info, options.conditions));
     uint64_t offset = 0, length = 0;
     OL_CO_RETURN_IF_ERROR(ResolveRange(hit->info.size, options.range, &offset, &length));
@@ -374,9 +378,10 @@ io::Task<absl::StatusOr<std::unique_ptr<ObjectReader>>> Engine::OpenObject(std::
   const int set = static_cast<int>(pl.set);
   // Shared: a commit cannot swap the version between reading metadata and opening files.
   LockGuard lock = co_await locks_.Lock(StrCat("o:", bucket, "/", key), false);
-  Resolved r = co_await ResolveForRead(set, bucket, key);
+  Resolved r = co_await ResolveForRead(set, bucket, key, want);
   OL_CO_RETURN_IF_ERROR(r.status);
   ObjectInfo info = ToObjectInfo(bucket, key, r.version);
+  info.is_latest = r.versions.front()->version_id() == r.version.version_id();
   OL_CO_RETURN_IF_ERROR(CheckConditions(info, options.conditions));
   uint64_t offset = 0, length = 0;
   OL_CO_RETURN_IF_ERROR(ResolveRange(info.size, options.range, &offset, &length));
@@ -388,7 +393,7 @@ io::Task<absl::StatusOr<std::unique_ptr<ObjectReader>>> Engine::OpenObject(std::
                                            std::move(copies), offset, length);
   if (r.version.inline_data()) {
     OL_CO_RETURN_IF_ERROR(core->LoadInline());
-    if (r.clean) {  // every drive agrees: cache it (the lock is still held shared)
+    if (r.clean && info.is_latest) {  // every drive agrees: cache it (the lock is still held shared)
       auto entry = std::make_shared<InlineCache::Entry>();
       entry->info = core->info();
       entry->data = std::string(core->inline_bytes());

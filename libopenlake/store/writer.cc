@@ -497,6 +497,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CommitPut(const WriteTarget& t, Wri
   base.set_block_size(opts_.block_size);
   base.set_rotation(t.rotation);
   base.set_inline_data(w.inline_data);
+  base.set_versioned(t.options.versioning == Versioning::kEnabled);
   pb::Part* part = base.add_parts();
   part->set_number(1);
   part->set_size(w.size);
@@ -534,7 +535,10 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CommitPut(const WriteTarget& t, Wri
     }
     if (s.ok()) {
       inline_cache_.Invalidate(StrCat(t.bucket, "/", t.key));
-      s = co_await CommitVersion(t.set, t.bucket, t.key, std::move(commits), write_quorum_);
+      int64_t mod_time = 0;
+      s = co_await CommitVersion(t.set, t.bucket, t.key, std::move(commits), write_quorum_,
+                                 &mod_time);
+      base.set_mod_time_ns(mod_time);
     }
   }
   if (!s.ok()) {

@@ -67,9 +67,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::map<std::string, std::string> meta;
   std::string error;
   (void)s3::UserMetaFrom(hr, &meta, &error);
-  std::string bucket, key;
+  std::string bucket, key, version;
   s3::S3Error s3error;
-  if (s3::ParseCopySource(hr, &bucket, &key, &s3error) && bucket.empty()) __builtin_trap();
+  if (s3::ParseCopySource(hr, &bucket, &key, &version, &s3error) && bucket.empty()) {
+    __builtin_trap();
+  }
   (void)s3::ParseAmzDate(hr.Value("x-amz-date"));
 
   // The property: our signer's Authorization verifies, for any request the HTTP parser

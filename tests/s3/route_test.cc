@@ -103,8 +103,7 @@ TEST_CASE("routing: refusals and what is not implemented", "[s3][route]") {
   CHECK(R("PUT", "/bkt/k?partNumber=1").error_code == "InvalidArgument");
   CHECK(R("PUT", "/bkt/k?uploadId=u").error_code == "InvalidArgument");
   for (const char* t : {"/bkt?policyStatus", "/bkt?lifecycle", "/bkt?tagging", "/bkt?cors",
-                        "/bkt?versions", "/bkt?object-lock", "/bkt/k?versionId=3",
-                        "/bkt/k?retention", "/bkt/k?select&select-type=2"}) {
+                        "/bkt?object-lock", "/bkt/k?retention", "/bkt/k?select&select-type=2"}) {
     for (const char* m : {"GET", "PUT", "DELETE"}) {
       INFO(m << " " << t);
       Route r = R(m, t);
@@ -112,7 +111,15 @@ TEST_CASE("routing: refusals and what is not implemented", "[s3][route]") {
       CHECK(!r.what.empty());
     }
   }
-  CHECK(R("PUT", "/bkt?versioning").op == Op::kNotImplemented);
+  // Versioning: the bucket's state, its versions, and a version of an object.
+  CHECK(R("PUT", "/bkt?versioning").op == Op::kPutBucketVersioning);
+  CHECK(R("DELETE", "/bkt?versioning").error_code == "MethodNotAllowed");
+  CHECK(R("GET", "/bkt?versions").op == Op::kListObjectVersions);
+  CHECK(R("PUT", "/bkt?versions").error_code == "MethodNotAllowed");
+  CHECK(R("DELETE", "/bkt?versions").error_code == "MethodNotAllowed");
+  CHECK(R("GET", "/bkt/k?versionId=3").op == Op::kGetObject);
+  CHECK(R("DELETE", "/bkt/k?versionId=3").op == Op::kDeleteObject);
+  CHECK(R("PUT", "/bkt/k?tagging&versionId=3").op == Op::kPutObjectTagging);
   CHECK(R("POST", "/bkt").op == Op::kPostObject);  // a form upload (PostObject checks the form)
   CHECK(R("GET", "/bkt/k?attributes").op == Op::kGetObjectAttributes);
   CHECK(R("HEAD", "/bkt/k?attributes").op == Op::kHeadObject);

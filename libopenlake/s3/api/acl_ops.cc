@@ -160,6 +160,7 @@ io::Task<void> PutObjectAcl(Call& c) {
   if (!acl) co_return;
   store::MetaUpdate update;
   update.set[std::string(kAclMeta)] = EncodeAcl(*acl);
+  update.version_id = VersionIdParam(c.route);
   absl::StatusOr<store::ObjectInfo> info =
       co_await c.store.UpdateObjectMeta(c.route.bucket, c.route.key, std::move(update));
   if (!info.ok()) {

@@ -1,5 +1,5 @@
-// Bucket operations: ListBuckets, CreateBucket, DeleteBucket, HeadBucket, GetBucketLocation,
-// GetBucketVersioning (see ops.h).
+// Bucket operations: ListBuckets, CreateBucket, DeleteBucket, HeadBucket, GetBucketLocation
+// (see ops.h).
 #include "s3/api/fields.h"
 #include "s3/api/ops.h"
 #include "s3/api/xml.h"
@@ -119,13 +119,6 @@ io::Task<void> GetBucketLocation(Call& c) {
   if (!exists) co_return;
   XmlWriter w("LocationConstraint");
   if (c.opts.region != "us-east-1") w.Text(c.opts.region);  // S3: empty for us-east-1
-  co_await c.Xml(200, w.Finish());
-}
-
-io::Task<void> GetBucketVersioning(Call& c) {
-  const bool exists = co_await BucketExists(c);
-  if (!exists) co_return;
-  XmlWriter w("VersioningConfiguration");  // never enabled: no Status element
   co_await c.Xml(200, w.Finish());
 }
 

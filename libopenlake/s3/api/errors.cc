@@ -16,7 +16,13 @@ S3Error ErrorFromStatus(const absl::Status& status) {
     case ErrorKind::kNoSuchBucket:
       return {"NoSuchBucket", 404, "The specified bucket does not exist"};
     case ErrorKind::kNoSuchKey:
+    case ErrorKind::kDeleteMarker:  // the current version is one (the read adds its headers)
       return {"NoSuchKey", 404, "The specified key does not exist."};
+    case ErrorKind::kNoSuchVersion:
+      return {"NoSuchVersion", 404,
+              "The specified version does not exist."};
+    case ErrorKind::kInvalidVersionId:
+      return {"InvalidArgument", 400, "Invalid version id specified"};
     case ErrorKind::kNoSuchUpload:
       return {"NoSuchUpload", 404,
               "The specified upload does not exist. The upload ID may be invalid, or the upload "

@@ -1,4 +1,5 @@
-// Listings: ListObjects (v1 and v2), ListMultipartUploads, ListParts (see ops.h).
+// Listings: ListObjects (v1 and v2), ListObjectVersions, ListMultipartUploads, ListParts (see
+// ops.h).
 #include <charconv>
 
 #include "s3/api/fields.h"
@@ -124,6 +125,64 @@ io::Task<void> ListObjects(Call& c, bool v2) {
     w.Element("Size", std::to_string(o.size));
     if (fetch_owner) Owner(w, c);
     w.Element("StorageClass", StorageClassOf(o));
+    w.Close();
+  }
+  CommonPrefixes(w, res->common_prefixes, enc);
+  co_await c.Xml(200, w.Finish());
+}
+
+io::Task<void> ListObjectVersions(Call& c) {
+  const Route& r = c.route;
+  int max_keys = 0;
+  bool url = false;
+  const bool params_ok = co_await ListingParams(c, "max-keys", &max_keys, &url);
+  if (!params_ok) co_return;
+  auto enc = [url](std::string_view s) { return url ? UriEncode(s, true) : std::string(s); };
+  store::ListVersionsOptions lo;
+  lo.prefix = ParamOr(r, "prefix");
+  lo.delimiter = ParamOr(r, "delimiter");
+  lo.key_marker = ParamOr(r, "key-marker");
+  lo.version_id_marker = ParamOr(r, "version-id-marker");
+  lo.max_keys = max_keys;
+  if (!lo.version_id_marker.empty() && lo.key_marker.empty()) {
+    co_await c.Error("InvalidArgument", 400,
+                     "A version-id marker cannot be specified without a key marker.");
+    co_return;
+  }
+  const store::ListVersionsOptions asked = lo;
+  absl::StatusOr<store::ListVersionsResult> res =
+      co_await c.store.ListObjectVersions(r.bucket, std::move(lo));
+  if (!res.ok()) {
+    co_await c.Fail(res.status());
+    co_return;
+  }
+  XmlWriter w("ListVersionsResult");
+  w.Element("Name", r.bucket);
+  w.Element("Prefix", enc(asked.prefix));
+  w.Element("KeyMarker", enc(asked.key_marker));
+  w.Element("VersionIdMarker", asked.version_id_marker);
+  if (res->truncated) {
+    w.Element("NextKeyMarker", enc(res->next_key_marker));
+    if (!res->next_version_id_marker.empty()) {
+      w.Element("NextVersionIdMarker", res->next_version_id_marker);
+    }
+  }
+  w.Element("MaxKeys", std::to_string(max_keys));
+  if (!asked.delimiter.empty()) w.Element("Delimiter", enc(asked.delimiter));
+  if (url) w.Element("EncodingType", "url");
+  w.Element("IsTruncated", res->truncated ? "true" : "false");
+  for (const store::ObjectInfo& o : res->versions) {
+    w.Open(o.delete_marker ? "DeleteMarker" : "Version");
+    w.Element("Key", enc(o.key));
+    w.Element("VersionId", o.version_id);
+    w.Element("IsLatest", o.is_latest ? "true" : "false");
+    w.Element("LastModified", FormatIsoTime(o.mod_time));
+    if (!o.delete_marker) {
+      w.Element("ETag", QuoteEtag(o.etag));
+      w.Element("Size", std::to_string(o.size));
+    }
+    Owner(w, c);
+    if (!o.delete_marker) w.Element("StorageClass", StorageClassOf(o));
     w.Close();
   }
   CommonPrefixes(w, res->common_prefixes, enc);

@@ -62,16 +62,19 @@ io::Task<void> UploadPartCopy(Call& c) {
     co_await FailBadPartNumber(c);
     co_return;
   }
-  std::string src_bucket, src_key;
+  std::string src_bucket, src_key, src_version;
   S3Error err;
-  if (!ParseCopySource(c.req, &src_bucket, &src_key, &err)) {
+  if (!ParseCopySource(c.req, &src_bucket, &src_key, &src_version, &err)) {
     co_await c.Error(std::move(err));
     co_return;
   }
-  const bool may_read = co_await Authorize(c, src_bucket, "s3:GetObject", src_key);
+  const std::string_view read_action =
+      src_version.empty() ? "s3:GetObject" : "s3:GetObjectVersion";
+  const bool may_read = co_await Authorize(c, src_bucket, read_action, src_key);
   if (!may_read) co_return;
   store::GetOptions go;
   go.conditions = ConditionsFrom(c.req, "x-amz-copy-source-");
+  go.conditions.version_id = src_version;
   if (const http::Header* h = c.req.Find("x-amz-copy-source-range")) {
     uint64_t first = 0, last = 0;
     if (!ParseCopyRange(h->value, &first, &last)) {
@@ -114,6 +117,7 @@ io::Task<void> UploadPartCopy(Call& c) {
   }
   std::optional<store::ObjectInfo> info = co_await CopyInto(c, reader, **w);
   if (!info) co_return;
+  if (!src_version.empty()) c.ex.AddHeader("x-amz-copy-source-version-id", src_version);
   XmlWriter x("CopyPartResult");
   x.Element("LastModified", FormatIsoTime(info->mod_time));
   x.Element("ETag", QuoteEtag(info->etag));
@@ -126,6 +130,7 @@ io::Task<void> CompleteMultipartUpload(Call& c) {
   store::CompleteOptions options;
   const bool conditions_ok = co_await WriteConditionsOf(c, &options.when);
   if (!conditions_ok) co_return;
+  options.versioning = co_await VersioningOf(c);
   std::string doc;
   // Current SDKs send the whole object's checksum (x-amz-checksum-*, x-amz-checksum-type) with
   // the completion: it is not the document's (CompleteChecksum checks a full-object one).
@@ -148,6 +153,7 @@ io::Task<void> CompleteMultipartUpload(Call& c) {
     co_await c.Fail(info.status());
     co_return;
   }
+  AddVersionHeader(c, *info);
   XmlWriter w("CompleteMultipartUploadResult");
   w.Element("Location", StrCat("/", c.route.bucket, "/", UriEncode(c.route.key, true)));
   w.Element("Bucket", c.route.bucket);

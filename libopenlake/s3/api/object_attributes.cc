@@ -68,6 +68,7 @@ io::Task<void> GetObjectAttributes(Call& c) {
   }
   max_parts = std::min(max_parts == 0 ? 1000 : max_parts, 1000);
   store::Conditions cond = ConditionsFrom(c.req);
+  cond.version_id = VersionIdParam(c.route);
   absl::StatusOr<store::ObjectInfo> info =
       co_await c.store.StatObject(c.route.bucket, c.route.key, std::move(cond));
   if (!info.ok()) {
@@ -75,6 +76,7 @@ io::Task<void> GetObjectAttributes(Call& c) {
     co_return;
   }
   c.ex.AddHeader("Last-Modified", http::FormatHttpDate(info->mod_time));
+  AddVersionHeader(c, *info);
   XmlWriter w("GetObjectAttributesResponse");
   if (want.count("ETag") != 0) w.Element("ETag", info->etag);  // S3 gives it without quotes
   if (want.count("Checksum") != 0 && HasStoredChecksum(info->user_meta)) {

@@ -147,16 +147,18 @@ void AddObjectHeaders(Call& c, const store::ObjectInfo& info) {
 }
 
 bool ParseCopySource(const http::Request& req, std::string* bucket, std::string* key,
-                     S3Error* error) {
+                     std::string* version_id, S3Error* error) {
   std::string_view v = req.Value("x-amz-copy-source");
   const size_t q = v.find('?');
+  version_id->clear();
   if (q != std::string_view::npos) {
     const std::string_view params = v.substr(q + 1);
-    if (params != "versionId=null") {
-      *error = S3Error{"InvalidArgument", 400,
-                       "Invalid version id specified (this store keeps no versions)."};
+    constexpr std::string_view kParam = "versionId=";
+    if (params.substr(0, kParam.size()) != kParam || params.size() == kParam.size()) {
+      *error = S3Error{"InvalidArgument", 400, "Invalid version id specified"};
       return false;
     }
+    *version_id = std::string(params.substr(kParam.size()));
     v = v.substr(0, q);
   }
   std::string path;

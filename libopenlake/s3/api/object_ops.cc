@@ -30,6 +30,7 @@ io::Task<void> FailRead(Call& c, const absl::Status& st) {
     co_return;
   }
   store::Conditions none;
+  none.version_id = VersionIdParam(c.route);
   absl::StatusOr<store::ObjectInfo> info =
       co_await c.store.StatObject(c.route.bucket, c.route.key, std::move(none));
   if (info.ok()) {
@@ -100,6 +101,7 @@ io::Task<void> PutObject(Call& c) {
 
 io::Task<void> GetObject(Call& c, bool head) {
   store::Conditions cond = ConditionsFrom(c.req);
+  cond.version_id = VersionIdParam(c.route);
   std::optional<store::RangeSpec> range = ParseRange(c.req.Value("range"));
   // Checksums describe a whole object or part: a ranged read gets none, as from S3.
   const int part = c.route.Has("partNumber") ? PartNumber(c.route) : 0;
@@ -126,6 +128,7 @@ io::Task<void> GetObject(Call& c, bool head) {
       co_return;
     }
     AddObjectHeaders(c, *info);
+    AddVersionHeader(c, *info);
     if (whole) AddChecksumHeaders(c, *info, part);
     if (range) {
       c.ex.SetStatus(206);
@@ -146,6 +149,7 @@ io::Task<void> GetObject(Call& c, bool head) {
   }
   store::ObjectReader& reader = **r;
   AddObjectHeaders(c, reader.info());
+  AddVersionHeader(c, reader.info());
   if (whole) AddChecksumHeaders(c, reader.info(), part);
   if (range) {
     c.ex.SetStatus(206);
@@ -176,13 +180,15 @@ io::Task<void> CopyObject(Call& c) {
   store::WriteConditions when;
   const bool conditions_ok = co_await WriteConditionsOf(c, &when);
   if (!conditions_ok) co_return;
-  std::string src_bucket, src_key;
+  std::string src_bucket, src_key, src_version;
   S3Error err;
-  if (!ParseCopySource(c.req, &src_bucket, &src_key, &err)) {
+  if (!ParseCopySource(c.req, &src_bucket, &src_key, &src_version, &err)) {
     co_await c.Error(std::move(err));
     co_return;
   }
-  const bool may_read = co_await Authorize(c, src_bucket, "s3:GetObject", src_key);
+  const std::string_view read_action =
+      src_version.empty() ? "s3:GetObject" : "s3:GetObjectVersion";
+  const bool may_read = co_await Authorize(c, src_bucket, read_action, src_key);
   if (!may_read) co_return;
   const std::string_view directive = c.req.Value("x-amz-metadata-directive");
   if (!directive.empty() && directive != "COPY" && directive != "REPLACE") {
@@ -196,7 +202,8 @@ io::Task<void> CopyObject(Call& c) {
   }
   const bool changes = directive == "REPLACE" || tagging == "REPLACE" || HasAclHeaders(c.req) ||
                        c.req.Find("x-amz-storage-class") != nullptr;
-  if (src_bucket == c.route.bucket && src_key == c.route.key && !changes) {
+  if (src_bucket == c.route.bucket && src_key == c.route.key && src_version.empty() &&
+      !changes) {
     co_await c.Error("InvalidRequest", 400,
                      "This copy request is illegal because it is trying to copy an object to "
                      "itself without changing the object's metadata, storage class, website "
@@ -207,9 +214,17 @@ io::Task<void> CopyObject(Call& c) {
   // tags unless the tagging directive replaces them, and another storage class when asked;
   // never the source's ACL (a copy is private unless the request grants more), as in S3.
   store::Conditions none;
+  none.version_id = src_version;
   absl::StatusOr<store::ObjectInfo> src =
       co_await c.store.StatObject(src_bucket, src_key, std::move(none));
   if (!src.ok()) {
+    if (store::ErrorKindOf(src.status()) == store::ErrorKind::kDeleteMarker &&
+        !src_version.empty()) {
+      co_await c.Error("InvalidRequest", 400,
+                       "The source of a copy request may not specifically refer to a delete "
+                       "marker by version id.");
+      co_return;
+    }
     co_await c.Fail(src.status());
     co_return;
   }
@@ -235,7 +250,9 @@ io::Task<void> CopyObject(Call& c) {
   replace.user_meta.erase(std::string(kAclMeta));
   const bool acl_ok = co_await ObjectAclFromHeaders(c, &replace.user_meta);
   if (!acl_ok) co_return;
+  replace.versioning = co_await VersioningOf(c);
   store::Conditions cond = ConditionsFrom(c.req, "x-amz-copy-source-");
+  cond.version_id = src_version;
   std::optional<store::PutOptions> dest(std::move(replace));
   absl::StatusOr<store::ObjectInfo> info =
       co_await c.store.CopyObject(src_bucket, src_key, c.route.bucket, c.route.key,
@@ -250,6 +267,8 @@ io::Task<void> CopyObject(Call& c) {
     co_await c.Fail(info.status());
     co_return;
   }
+  if (!src_version.empty()) c.ex.AddHeader("x-amz-copy-source-version-id", src_version);
+  AddVersionHeader(c, *info);
   XmlWriter w("CopyObjectResult");
   w.Element("LastModified", FormatIsoTime(info->mod_time));
   w.Element("ETag", QuoteEtag(info->etag));
@@ -257,11 +276,19 @@ io::Task<void> CopyObject(Call& c) {
 }
 
 io::Task<void> DeleteObject(Call& c) {
-  const absl::Status st = co_await c.store.DeleteObject(c.route.bucket, c.route.key);
+  store::DeleteOptions options;
+  options.versioning = co_await VersioningOf(c);
+  options.version_id = VersionIdParam(c.route);
+  const absl::StatusOr<store::DeleteResult> st =
+      co_await c.store.DeleteObject(c.route.bucket, c.route.key, std::move(options));
   // Deleting what is not there succeeds, as in S3.
-  if (!st.ok() && store::ErrorKindOf(st) != store::ErrorKind::kNoSuchKey) {
-    co_await c.Fail(st);
+  if (!st.ok() && store::ErrorKindOf(st.status()) != store::ErrorKind::kNoSuchKey) {
+    co_await c.Fail(st.status());
     co_return;
+  }
+  if (st.ok() && !st->version_id.empty()) {
+    c.ex.AddHeader("x-amz-version-id", st->version_id);
+    if (st->delete_marker) c.ex.AddHeader("x-amz-delete-marker", "true");
   }
   co_await c.Empty(204);
 }
@@ -277,22 +304,40 @@ io::Task<void> DeleteObjects(Call& c) {
     co_await FailMalformedDocument(c, req.status());
     co_return;
   }
+  const store::Versioning versioning = co_await VersioningOf(c);
   XmlWriter w("DeleteResult");
-  for (const std::string& key : req->keys) {
+  for (size_t i = 0; i < req->keys.size(); ++i) {
+    const std::string& key = req->keys[i];
+    const std::string& version = req->version_ids[i];
     // Each key is the owner's, or needs the bucket policy's s3:DeleteObject for it.
-    const bool may = co_await Authorize(c, c.route.bucket, "s3:DeleteObject", key, false);
-    absl::Status st;
-    if (may) st = co_await c.store.DeleteObject(c.route.bucket, key);
-    if (may && (st.ok() || store::ErrorKindOf(st) == store::ErrorKind::kNoSuchKey)) {
+    const std::string_view action =
+        version.empty() ? "s3:DeleteObject" : "s3:DeleteObjectVersion";
+    const bool may = co_await Authorize(c, c.route.bucket, action, key, false);
+    absl::StatusOr<store::DeleteResult> st = store::DeleteResult{};
+    if (may) {
+      store::DeleteOptions options;
+      options.versioning = versioning;
+      options.version_id = version;
+      st = co_await c.store.DeleteObject(c.route.bucket, key, std::move(options));
+    }
+    if (may && (st.ok() || store::ErrorKindOf(st.status()) == store::ErrorKind::kNoSuchKey)) {
       if (req->quiet) continue;
       w.Open("Deleted");
       w.Element("Key", key);
+      if (!version.empty()) w.Element("VersionId", version);
+      if (st.ok() && st->delete_marker) {
+        // The marker made, or the one removed.
+        w.Element("DeleteMarker", "true");
+        w.Element("DeleteMarkerVersionId", st->version_id);
+      }
       w.Close();
       continue;
     }
-    const S3Error e = may ? ErrorFromStatus(st) : S3Error{"AccessDenied", 403, "Access Denied"};
+    const S3Error e =
+        may ? ErrorFromStatus(st.status()) : S3Error{"AccessDenied", 403, "Access Denied"};
     w.Open("Error");
     w.Element("Key", key);
+    if (!version.empty()) w.Element("VersionId", version);
     w.Element("Code", e.code);
     w.Element("Message", e.message);
     w.Close();

@@ -74,12 +74,14 @@ io::Task<void> WriteTags(Call& c, const TagSet& tags, int status) {
   } else {
     SetTags(tags, &update.set);
   }
+  update.version_id = VersionIdParam(c.route);
   absl::StatusOr<store::ObjectInfo> info =
       co_await c.store.UpdateObjectMeta(c.route.bucket, c.route.key, std::move(update));
   if (!info.ok()) {
     co_await c.Fail(info.status());
     co_return;
   }
+  AddVersionHeader(c, *info);
   co_await c.Empty(status);
 }
 
@@ -154,6 +156,7 @@ bool TagsFromHeader(const http::Request& req, std::map<std::string, std::string>
 io::Task<void> GetObjectTagging(Call& c) {
   std::optional<store::ObjectInfo> info = co_await StatRouted(c);
   if (!info) co_return;
+  AddVersionHeader(c, *info);
   XmlWriter w("Tagging");
   w.Open("TagSet");
   for (const auto& [key, value] : TagsOf(info->user_meta)) {

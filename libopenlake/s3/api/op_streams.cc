@@ -69,6 +69,7 @@ io::Task<void> StoreBody(Call& c, PayloadReader& body,
   std::optional<store::ObjectInfo> info = co_await WriteBody(c, body, **w);
   if (!info) co_return;
   c.ex.AddHeader("ETag", QuoteEtag(info->etag));
+  AddVersionHeader(c, *info);
   if (!body.checksum().first.empty()) {
     c.ex.AddHeader(body.checksum().first, body.checksum().second);
   }
@@ -111,6 +112,7 @@ void OwnerElement(XmlWriter& w, const Call& c, std::string_view id, std::string_
 
 io::Task<std::optional<store::ObjectInfo>> StatRouted(Call& c) {
   store::Conditions none;
+  none.version_id = VersionIdParam(c.route);
   absl::StatusOr<store::ObjectInfo> info =
       co_await c.store.StatObject(c.route.bucket, c.route.key, std::move(none));
   if (!info.ok()) {
@@ -165,6 +167,7 @@ io::Task<bool> WriteOptions(Call& c, store::PutOptions* po, bool conditional) {
   }
   const bool acl_ok = co_await ObjectAclFromHeaders(c, &po->user_meta);
   if (!acl_ok) co_return false;
+  po->versioning = co_await VersioningOf(c);
   if (!conditional) co_return true;
   const bool conditions_ok = co_await WriteConditionsOf(c, &po->when);
   co_return conditions_ok;

@@ -20,7 +20,8 @@ io::Task<void> CreateBucket(Call& c);
 io::Task<void> DeleteBucket(Call& c);
 io::Task<void> HeadBucket(Call& c);
 io::Task<void> GetBucketLocation(Call& c);
-io::Task<void> GetBucketVersioning(Call& c);
+io::Task<void> GetBucketVersioning(Call& c);   // versioning_ops.cc
+io::Task<void> PutBucketVersioning(Call& c);
 io::Task<void> GetBucketPolicy(Call& c);     // bucket_policy_ops.cc
 io::Task<void> PutBucketPolicy(Call& c);
 io::Task<void> DeleteBucketPolicy(Call& c);
@@ -32,6 +33,7 @@ io::Task<void> PutObjectAcl(Call& c);
 io::Task<void> ListObjects(Call& c, bool v2);
 io::Task<void> ListMultipartUploads(Call& c);
 io::Task<void> ListParts(Call& c);
+io::Task<void> ListObjectVersions(Call& c);
 
 io::Task<void> PutObject(Call& c);
 io::Task<void> GetObject(Call& c, bool head);
@@ -141,6 +143,14 @@ inline constexpr std::string_view kAclMeta = "acl:grants";
 // the S3 error.
 io::Task<bool> ObjectAclFromHeaders(Call& c, std::map<std::string, std::string>* meta);
 
+// versioning_ops.cc: the routed bucket's versioning state (cached with its owner;
+// kUnversioned when it cannot be read: the operation finds out itself).
+io::Task<store::Versioning> VersioningOf(Call& c);
+// The request's versionId ("" when absent).
+std::string VersionIdParam(const Route& r);
+// x-amz-version-id of `info`: a version's own id, "null" only when the request named a version.
+void AddVersionHeader(Call& c, const store::ObjectInfo& info);
+
 // Object tags (object_tagging.cc): kept in user metadata under this name, as the query string
 // x-amz-tagging takes ("k1=v1&k2=v2", percent-encoded).
 inline constexpr std::string_view kTagsMeta = "tag:set";
@@ -169,6 +179,6 @@ bool PutOptionsFrom(const http::Request& req, store::PutOptions* out, S3Error* e
 void AddObjectHeaders(Call& c, const store::ObjectInfo& info);
 // "/bucket/key" (or "bucket/key") of x-amz-copy-source, decoded; false with the S3 error.
 bool ParseCopySource(const http::Request& req, std::string* bucket, std::string* key,
-                     S3Error* error);
+                     std::string* version_id, S3Error* error);
 
 }  // namespace openlake::s3

@@ -69,6 +69,7 @@ io::Task<std::optional<BucketEntry>> BucketEntryOf(Call& c, std::string bucket) 
     if (policy.ok()) entry.policy = std::make_shared<const BucketPolicy>(*std::move(policy));
   }
   if (!info->acl.empty()) entry.acl = std::make_shared<const Acl>(DecodeAcl(info->acl));
+  entry.versioning = info->versioning;
   if (c.owners != nullptr) c.owners->Set(bucket, entry);
   co_return entry;
 }
@@ -86,6 +87,8 @@ std::string_view PolicyAction(Op op) {
     case Op::kHeadBucket: return "s3:ListBucket";
     case Op::kGetBucketLocation: return "s3:GetBucketLocation";
     case Op::kGetBucketVersioning: return "s3:GetBucketVersioning";
+    case Op::kPutBucketVersioning: return "s3:PutBucketVersioning";
+    case Op::kListObjectVersions: return "s3:ListBucketVersions";
     case Op::kListMultipartUploads: return "s3:ListBucketMultipartUploads";
     case Op::kDeleteBucket: return "s3:DeleteBucket";
     case Op::kGetBucketPolicy: return "s3:GetBucketPolicy";
@@ -162,10 +165,12 @@ PolicyRequest PolicyRequestOf(const Call& c, std::string_view action, std::strin
 
 // The bucket ACL permission an action needs, when a bucket ACL can grant it.
 std::optional<Permission> BucketPermission(std::string_view action) {
-  if (action == "s3:ListBucket" || action == "s3:ListBucketMultipartUploads") {
+  if (action == "s3:ListBucket" || action == "s3:ListBucketMultipartUploads" ||
+      action == "s3:ListBucketVersions") {
     return Permission::kRead;
   }
   if (action == "s3:PutObject" || action == "s3:DeleteObject" ||
+      action == "s3:DeleteObjectVersion" ||
       action == "s3:AbortMultipartUpload" || action == "s3:ListMultipartUploadParts") {
     return Permission::kWrite;
   }
@@ -176,9 +181,12 @@ std::optional<Permission> BucketPermission(std::string_view action) {
 
 // The object ACL permission an action needs, when an object ACL can grant it.
 std::optional<Permission> ObjectPermission(std::string_view action) {
-  if (action == "s3:GetObject" || action == "s3:GetObjectAttributes") return Permission::kRead;
-  if (action == "s3:GetObjectAcl") return Permission::kReadAcp;
-  if (action == "s3:PutObjectAcl") return Permission::kWriteAcp;
+  if (action == "s3:GetObject" || action == "s3:GetObjectVersion" ||
+      action == "s3:GetObjectAttributes" || action == "s3:GetObjectVersionAttributes") {
+    return Permission::kRead;
+  }
+  if (action == "s3:GetObjectAcl" || action == "s3:GetObjectVersionAcl") return Permission::kReadAcp;
+  if (action == "s3:PutObjectAcl" || action == "s3:PutObjectVersionAcl") return Permission::kWriteAcp;
   return std::nullopt;
 }
 
@@ -240,7 +248,20 @@ io::Task<bool> MayAskPerKey(Call& c) {
 }
 
 io::Task<bool> MayUseBucket(Call& c) {
-  const bool may = co_await Authorize(c, c.route.bucket, PolicyAction(c.route.op), c.route.key);
+  std::string action(PolicyAction(c.route.op));
+  // On one version of an object, S3's actions name the version (s3:GetObjectVersion, ...).
+  if (c.route.Has("versionId")) {
+    for (std::string_view base : {"s3:GetObject", "s3:DeleteObject", "s3:GetObjectTagging",
+                                  "s3:PutObjectTagging", "s3:DeleteObjectTagging",
+                                  "s3:GetObjectAcl", "s3:PutObjectAcl",
+                                  "s3:GetObjectAttributes"}) {
+      if (action != base) continue;
+      const size_t at = action.find("Object") + 6;
+      action.insert(at, "Version");
+      break;
+    }
+  }
+  const bool may = co_await Authorize(c, c.route.bucket, action, c.route.key);
   co_return may;
 }
 

@@ -33,6 +33,7 @@ struct BucketEntry {
   std::string owner;
   std::shared_ptr<const BucketPolicy> policy;  // null when the bucket has none
   std::shared_ptr<const Acl> acl;              // null when never set (private)
+  store::Versioning versioning = store::Versioning::kUnversioned;
 };
 
 class BucketOwners {

@@ -259,6 +259,7 @@ io::Task<void> PostObject(Call& c) {
     co_await c.Error(std::move(err));
     co_return;
   }
+  po.versioning = co_await VersioningOf(c);
   absl::StatusOr<std::unique_ptr<store::ObjectWriter>> w =
       co_await c.store.CreateObject(c.route.bucket, key, std::move(po));
   if (!w.ok()) {
@@ -302,6 +303,7 @@ io::Task<void> PostObject(Call& c) {
   }
   const std::string location = StrCat("/", c.route.bucket, "/", UriEncode(key, true));
   c.ex.AddHeader("ETag", QuoteEtag(info->etag));
+  AddVersionHeader(c, *info);
   const std::string* redirect = field("success_action_redirect");
   if (redirect != nullptr && (redirect->rfind("http://", 0) == 0 ||
                               redirect->rfind("https://", 0) == 0)) {

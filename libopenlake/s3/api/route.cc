@@ -11,7 +11,7 @@ constexpr std::string_view kBucketUnsupported[] = {
     "accelerate", "analytics", "cors", "encryption", "intelligent-tiering", "inventory",
     "lifecycle", "logging", "metrics", "notification", "object-lock", "ownershipControls",
     "policyStatus", "publicAccessBlock", "replication", "requestPayment", "tagging",
-    "versions", "website", "session"};
+    "website", "session"};
 constexpr std::string_view kObjectUnsupported[] = {
     "legal-hold", "restore", "retention", "select", "torrent"};
 
@@ -58,6 +58,8 @@ std::string_view OpName(Op op) {
     case Op::kHeadBucket: return "HeadBucket";
     case Op::kGetBucketLocation: return "GetBucketLocation";
     case Op::kGetBucketVersioning: return "GetBucketVersioning";
+    case Op::kPutBucketVersioning: return "PutBucketVersioning";
+    case Op::kListObjectVersions: return "ListObjectVersions";
     case Op::kListObjects: return "ListObjects";
     case Op::kListObjectsV2: return "ListObjectsV2";
     case Op::kListMultipartUploads: return "ListMultipartUploads";
@@ -139,6 +141,16 @@ Route RouteRequest(const http::Request& req, const RouteOptions& options) {
       r.op = m == "GET" ? Op::kGetBucketAcl : Op::kPutBucketAcl;
       return r;
     }
+    if (r.Has("versioning")) {
+      if (m != "GET" && m != "PUT") return MethodNotAllowed(std::move(r));
+      r.op = m == "GET" ? Op::kGetBucketVersioning : Op::kPutBucketVersioning;
+      return r;
+    }
+    if (r.Has("versions")) {
+      if (m != "GET") return MethodNotAllowed(std::move(r));
+      r.op = Op::kListObjectVersions;
+      return r;
+    }
     if (r.Has("policy")) {
       if (m != "GET" && m != "PUT" && m != "DELETE") return MethodNotAllowed(std::move(r));
       r.op = m == "GET" ? Op::kGetBucketPolicy
@@ -148,8 +160,7 @@ Route RouteRequest(const http::Request& req, const RouteOptions& options) {
     if (m == "GET") {
       if (r.Has("location")) {
         r.op = Op::kGetBucketLocation;
-      } else if (r.Has("versioning")) {
-        r.op = Op::kGetBucketVersioning;
+
       } else if (r.Has("uploads")) {
         r.op = Op::kListMultipartUploads;
       } else if (const std::string* v = r.Param("list-type"); v != nullptr) {
@@ -161,7 +172,6 @@ Route RouteRequest(const http::Request& req, const RouteOptions& options) {
     } else if (m == "HEAD") {
       r.op = Op::kHeadBucket;
     } else if (m == "PUT") {
-      if (r.Has("versioning")) return NotImplemented(std::move(r), "bucket versioning changes");
       r.op = Op::kCreateBucket;
     } else if (m == "DELETE") {
       r.op = Op::kDeleteBucket;
@@ -180,7 +190,6 @@ Route RouteRequest(const http::Request& req, const RouteOptions& options) {
   for (std::string_view sub : kObjectUnsupported) {
     if (r.Has(sub)) return NotImplemented(std::move(r), "object " + std::string(sub));
   }
-  if (r.Has("versionId")) return NotImplemented(std::move(r), "object versions");
   const bool upload = r.Has("uploadId");
   if (m == "GET" && r.Has("attributes")) {
     r.op = Op::kGetObjectAttributes;

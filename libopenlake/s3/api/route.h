@@ -21,6 +21,8 @@ enum class Op {
   kHeadBucket,
   kGetBucketLocation,
   kGetBucketVersioning,
+  kPutBucketVersioning,
+  kListObjectVersions,
   kGetBucketPolicy,
   kPutBucketPolicy,
   kDeleteBucketPolicy,

@@ -29,6 +29,14 @@ io::Task<void> Call::Error(std::string code, int status, std::string message) {
 
 io::Task<void> Call::Fail(const absl::Status& st) {
   S3Error e = ErrorFromStatus(st);
+  if (store::ErrorKindOf(st) == store::ErrorKind::kDeleteMarker) {
+    // The key's current version (404), or the version asked for (405), is a delete marker.
+    ex.AddHeader("x-amz-delete-marker", "true");
+    ex.AddHeader("x-amz-version-id", store::VersionIdOf(st));
+    if (route.Has("versionId")) {
+      e = {"MethodNotAllowed", 405, "The specified method is not allowed against this resource."};
+    }
+  }
   if (e.status >= 500) {
     OL_LOG(kWarning) << "s3: " << OpName(route.op) << " " << resource << ": " << st.ToString();
   }
@@ -173,6 +181,8 @@ io::Task<void> S3Service::Dispatch(Call& c) {
     case Op::kHeadBucket: co_await HeadBucket(c); break;
     case Op::kGetBucketLocation: co_await GetBucketLocation(c); break;
     case Op::kGetBucketVersioning: co_await GetBucketVersioning(c); break;
+    case Op::kPutBucketVersioning: co_await PutBucketVersioning(c); break;
+    case Op::kListObjectVersions: co_await ListObjectVersions(c); break;
     case Op::kGetBucketPolicy: co_await GetBucketPolicy(c); break;
     case Op::kPutBucketPolicy: co_await PutBucketPolicy(c); break;
     case Op::kDeleteBucketPolicy: co_await DeleteBucketPolicy(c); break;

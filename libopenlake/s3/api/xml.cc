@@ -161,6 +161,7 @@ absl::StatusOr<DeleteRequest> ParseDelete(std::string_view body, size_t max_keys
       if (!n.child("Key")) return Malformed("an Object needs a Key");
       // Keys are taken as they are: whitespace may be part of a key.
       req.keys.emplace_back(n.child("Key").text().as_string());
+      req.version_ids.emplace_back(n.child("VersionId").text().as_string());
       if (req.keys.back().empty()) return Malformed("an empty Key");
       if (req.keys.size() > max_keys) return Malformed("more than 1000 objects");
     } else {
@@ -169,6 +170,24 @@ absl::StatusOr<DeleteRequest> ParseDelete(std::string_view body, size_t max_keys
   }
   if (req.keys.empty()) return Malformed("no Object");
   return req;
+}
+
+absl::StatusOr<VersioningDocument> ParseVersioningConfiguration(std::string_view body) {
+  pugi::xml_document doc;
+  pugi::xml_node root;
+  if (absl::Status s = Load(body, "VersioningConfiguration", &doc, &root); !s.ok()) return s;
+  VersioningDocument out;
+  for (pugi::xml_node n : root.children()) {
+    if (n.type() != pugi::node_element) continue;
+    if (std::strcmp(n.name(), "Status") == 0) {
+      out.status = n.text().as_string();
+    } else if (std::strcmp(n.name(), "MfaDelete") == 0) {
+      out.mfa_delete = n.text().as_string();
+    } else {
+      return Malformed("unexpected element " + std::string(n.name()));
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<std::string> ParseLocationConstraint(std::string_view body) {

@@ -62,11 +62,21 @@ absl::StatusOr<std::vector<CompletedPart>> ParseCompleteMultipartUpload(std::str
 
 struct DeleteRequest {
   bool quiet = false;
-  std::vector<std::string> keys;  // in document order
+  std::vector<std::string> keys;         // in document order
+  std::vector<std::string> version_ids;  // per key: its VersionId, "" when it names none
 };
 
-// <Delete><Quiet/>?<Object><Key/></Object>...</Delete>; at most `max_keys` objects (S3: 1000).
+// <Delete><Quiet/>?<Object><Key/><VersionId/>?</Object>...</Delete>; at most `max_keys`
+// objects (S3: 1000).
 absl::StatusOr<DeleteRequest> ParseDelete(std::string_view body, size_t max_keys = 1000);
+
+// <VersioningConfiguration><Status/>?<MfaDelete/>?</VersioningConfiguration>: the Status
+// ("Enabled", "Suspended"; "" when absent) and MfaDelete ("" when absent), unchecked.
+struct VersioningDocument {
+  std::string status;
+  std::string mfa_delete;
+};
+absl::StatusOr<VersioningDocument> ParseVersioningConfiguration(std::string_view body);
 
 // <CreateBucketConfiguration><LocationConstraint/></CreateBucketConfiguration>: the region
 // asked for ("" when the document names none).

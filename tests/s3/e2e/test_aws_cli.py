@@ -153,3 +153,29 @@ def test_presign(aws, tmp_path, bucket_name):
         assert r.read() == data
     aws("s3", "rm", "--recursive", f"s3://{b}")
     aws("s3", "rb", f"s3://{b}")
+
+
+def test_versioned_bucket(aws, tmp_path, bucket_name):
+    """s3api's versioning calls: enable, two uploads, list both versions, fetch the old one,
+    delete (a marker), and `s3 rm` leaving the versions listed."""
+    b = bucket_name("cliver")
+    aws("s3", "mb", f"s3://{b}")
+    aws("s3api", "put-bucket-versioning", "--bucket", b,
+        "--versioning-configuration", "Status=Enabled")
+    state = json.loads(aws("s3api", "get-bucket-versioning", "--bucket", b).stdout)
+    assert state["Status"] == "Enabled"
+    src = tmp_path / "f"
+    ids = []
+    for body in (b"first", b"second"):
+        src.write_bytes(body)
+        out = aws("s3api", "put-object", "--bucket", b, "--key", "f", "--body", str(src))
+        ids.append(json.loads(out.stdout)["VersionId"])
+    listed = json.loads(aws("s3api", "list-object-versions", "--bucket", b).stdout)
+    assert [v["VersionId"] for v in listed["Versions"]] == ids[::-1]
+    dst = tmp_path / "old"
+    aws("s3api", "get-object", "--bucket", b, "--key", "f", "--version-id", ids[0], str(dst))
+    assert dst.read_bytes() == b"first"
+    aws("s3", "rm", f"s3://{b}/f")
+    assert aws("s3", "ls", f"s3://{b}/").stdout == ""
+    listed = json.loads(aws("s3api", "list-object-versions", "--bucket", b).stdout)
+    assert len(listed["Versions"]) == 2 and listed["DeleteMarkers"][0]["IsLatest"] is True

@@ -368,10 +368,7 @@ def test_wrong_region(server, canary_bucket, presigned):
 
 @pytest.mark.parametrize("method,path", [
     ("GET", "/{b}?cors"),          # Process: NotImplemented (bucket sub-resource)
-    ("GET", "/{b}?versions"),      # Process: NotImplemented (object versions listing)
-    ("PUT", "/{b}?versioning"),    # Process: NotImplemented (versioning changes)
     ("GET", "/{b}/canary?retention"),  # Process: NotImplemented (object sub-resource)
-    ("GET", "/{b}/canary?versionId=3"),  # Process: NotImplemented (versionId)
 ])
 def test_not_implemented_routes(server, canary_bucket, method, path):
     check(server, (501, "NotImplemented"), method, path.format(b=canary_bucket))

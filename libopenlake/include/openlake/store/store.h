@@ -74,11 +74,21 @@ enum class ErrorKind {
   kInsufficientDrives,  // Unavailable: fewer drives answered than the quorum needs
   kCorrupt,             // DataLoss: too few intact shards to rebuild the bytes
   kStorageFull,         // ResourceExhausted: too few drives had room for a write
+  kNoSuchVersion,       // NotFound: the key has no version with that id
+  kDeleteMarker,        // NotFound: the version read is a delete marker (VersionIdOf names it)
+  kInvalidVersionId,    // InvalidArgument: not a version id this store gives out
 };
 
 // The kind attached to `s` (kNone for OK or a status the engine did not make).
 OL_EXPORT ErrorKind ErrorKindOf(const absl::Status& s);
 OL_EXPORT std::string_view ErrorKindName(ErrorKind k);
+// The S3 version id an error is about: the delete marker of a kDeleteMarker ("" otherwise).
+OL_EXPORT std::string VersionIdOf(const absl::Status& s);
+
+// A bucket's S3 versioning state. A bucket never versioned keeps one version per key, the
+// "null" one; Enabled keeps every write and delete as a version with its own id; Suspended
+// writes the "null" version again (replacing the previous null one) and keeps the others.
+enum class Versioning : uint8_t { kUnversioned = 0, kEnabled = 1, kSuspended = 2 };
 
 // ---- Values.
 
@@ -88,6 +98,7 @@ struct BucketInfo {
   std::string owner;  // the owner's id; "" for a bucket made before buckets had owners
   std::string policy;  // its S3 bucket policy (JSON), "" when it has none
   std::string acl;     // its S3 ACL as the S3 layer encodes it, "" when never set
+  Versioning versioning = Versioning::kUnversioned;
 };
 
 struct PartSummary {
@@ -105,8 +116,15 @@ struct ObjectInfo {
   std::map<std::string, std::string> user_meta;  // names lowercase, without "x-amz-meta-"
   absl::Time mod_time;
   std::vector<PartSummary> parts;  // empty for a single PUT
-  std::string version_id;          // internal identity of this write (hex)
+  // The S3 version id: "null" for the null version (every version of a bucket never
+  // versioned, and writes while versioning is suspended), else 32 hex digits.
+  std::string version_id;
+  bool delete_marker = false;  // a delete marker (ListObjectVersions): no bytes
+  bool is_latest = true;       // the key's current version (ListObjectVersions)
 };
+
+// The S3 version id of the null version.
+inline constexpr std::string_view kNullVersionId = "null";
 
 // A conditional write (S3's If-None-Match: * and If-Match on PutObject and
 // CompleteMultipartUpload). A PUT checks it when it starts (PreconditionFailed) and again under
@@ -123,6 +141,7 @@ struct WriteConditions {
 struct CompleteOptions {
   WriteConditions when;
   std::map<std::string, std::string> meta;
+  Versioning versioning = Versioning::kUnversioned;
 };
 
 // Whether `w` asks for anything. (A free function: as a member of WriteConditions, g++ 12
@@ -135,6 +154,7 @@ struct MetaUpdate {
   std::map<std::string, std::string> set;
   std::vector<std::string> erase;
   std::string if_match;  // the ETag the object must still have ("" for any), else 412
+  std::string version_id;  // the version to change (S3 version id; "" for the current one)
 };
 
 struct PutOptions {
@@ -143,10 +163,17 @@ struct PutOptions {
   // The body's size when known (-1 otherwise). A body that ends at another size fails.
   int64_t size = -1;
   WriteConditions when;  // PUT only (CreateUpload ignores it: Complete takes its own)
+  // The bucket's versioning state, which decides what the write keeps of the key's versions
+  // (CreateUpload ignores it: Complete takes its own).
+  Versioning versioning = Versioning::kUnversioned;
 };
 
 // Conditional read (RFC 7232 as S3 applies it). ETags compare without quotes; "*" matches any.
+//
+// `version_id` is no condition but says which version is read (an S3 version id; "" for the
+// current one), here so that every read, a copy's source too, names it the same way.
 struct Conditions {
+  std::string version_id;
   std::string if_match;
   std::string if_none_match;
   std::optional<absl::Time> if_modified_since;
@@ -183,6 +210,33 @@ struct ListResult {
   std::vector<std::string> common_prefixes;  // sorted
   bool truncated = false;
   std::string next_marker;  // the last key or prefix returned, when truncated
+};
+
+struct ListVersionsOptions {
+  std::string prefix;
+  std::string delimiter;
+  std::string key_marker;         // keys after this one, or this key's versions after...
+  std::string version_id_marker;  // ...this one (S3 version id; "" with a key marker: none)
+  int max_keys = 1000;            // versions and common prefixes, together
+};
+
+struct ListVersionsResult {
+  // By key, each key's versions newest first (delete_marker and is_latest set).
+  std::vector<ObjectInfo> versions;
+  std::vector<std::string> common_prefixes;
+  bool truncated = false;
+  std::string next_key_marker;
+  std::string next_version_id_marker;
+};
+
+// What DeleteObject did: the version it removed or the delete marker it made.
+struct DeleteOptions {
+  Versioning versioning = Versioning::kUnversioned;
+  std::string version_id;  // remove this version for good (S3 version id); "" for the key
+};
+struct DeleteResult {
+  std::string version_id;      // the removed version's, or the new delete marker's ("" if none)
+  bool delete_marker = false;  // a delete marker was made, or the removed version was one
 };
 
 struct UploadInfo {
@@ -393,6 +447,9 @@ class OL_EXPORT Store {
   virtual io::Task<absl::Status> SetBucketPolicy(std::string bucket, std::string policy) = 0;
   // The same for the bucket's ACL (kept as given).
   virtual io::Task<absl::Status> SetBucketAcl(std::string bucket, std::string acl) = 0;
+  // The same for its versioning state (kUnversioned is refused: S3 cannot turn it back off).
+  virtual io::Task<absl::Status> SetBucketVersioning(std::string bucket,
+                                                     Versioning versioning) = 0;
   virtual io::Task<absl::StatusOr<BucketInfo>> StatBucket(std::string bucket) = 0;
   virtual io::Task<absl::StatusOr<std::vector<BucketInfo>>> ListBuckets() = 0;
 
@@ -403,7 +460,15 @@ class OL_EXPORT Store {
       std::string bucket, std::string key, GetOptions options) = 0;
   virtual io::Task<absl::StatusOr<ObjectInfo>> StatObject(std::string bucket, std::string key,
                                                           Conditions conditions) = 0;
-  virtual io::Task<absl::Status> DeleteObject(std::string bucket, std::string key) = 0;
+  // Without a version id: an unversioned bucket's key is removed (NoSuchKey when there is
+  // none); a versioned bucket gets a delete marker as the key's current version (Suspended: the
+  // null one, replacing the null version). With one: that version is removed for good (a
+  // delete marker too), and the next newest becomes current; none left, the key is gone.
+  virtual io::Task<absl::StatusOr<DeleteResult>> DeleteObject(std::string bucket,
+                                                              std::string key,
+                                                              DeleteOptions options) = 0;
+  // DeleteObject of an unversioned bucket's key.
+  io::Task<absl::Status> DeleteObject(std::string bucket, std::string key);
   // Copies through the engine (read, verify, re-encode); `replace` keeps the source's content
   // type and user metadata when absent. `conditions` apply to the source, `when` to the
   // destination (as a PUT's).
@@ -414,14 +479,18 @@ class OL_EXPORT Store {
                                                           std::optional<PutOptions> replace,
                                                           Conditions conditions,
                                                           WriteConditions when) = 0;
-  // Applies `update` to the current version's user metadata under the object's lock, without
-  // rewriting its data: the result is a new version (its metadata committed on a write quorum)
-  // over the same shards. NoSuchKey when there is no object.
+  // Applies `update` to a version's user metadata (update.version_id, else the current one's)
+  // under the object's lock, without rewriting its data: a new record (committed on a write
+  // quorum) over the same shards replaces the version's, keeping its S3 version id, ETag and
+  // Last-Modified. NoSuchKey when there is no object, NoSuchVersion when no such version.
   virtual io::Task<absl::StatusOr<ObjectInfo>> UpdateObjectMeta(std::string bucket,
                                                                 std::string key,
                                                                 MetaUpdate update) = 0;
   virtual io::Task<absl::StatusOr<ListResult>> ListObjects(std::string bucket,
                                                            ListOptions options) = 0;
+  // Every version and delete marker, by key then newest first (S3 ListObjectVersions).
+  virtual io::Task<absl::StatusOr<ListVersionsResult>> ListObjectVersions(
+      std::string bucket, ListVersionsOptions options) = 0;
 
   // ---- Multipart uploads.
   virtual io::Task<absl::StatusOr<std::string>> CreateUpload(std::string bucket,
