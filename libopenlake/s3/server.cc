@@ -3,6 +3,7 @@
 #include "openlake/s3/server.h"
 
 #include "http/server.h"
+#include "s3/api/lifecycle_scan.h"
 #include "s3/api/service.h"
 #include "s3/auth/credentials.h"
 
@@ -13,6 +14,7 @@ namespace openlake::s3 {
 struct S3Server::Impl {
   std::unique_ptr<S3Service> service;
   std::unique_ptr<http::Server> http;
+  std::unique_ptr<LifecycleScanner> lifecycle;
 };
 
 absl::StatusOr<std::unique_ptr<S3Server>> S3Server::Start(io::Runtime& rt, store::Store& store,
@@ -29,6 +31,10 @@ absl::StatusOr<std::unique_ptr<S3Server>> S3Server::Start(io::Runtime& rt, store
   so.reactors = rt.size();
   auto impl = std::make_unique<Impl>();
   impl->service = std::make_unique<S3Service>(store, std::move(so));
+  LifecycleLimits limits;
+  limits.keys_per_round = options.lifecycle_keys_per_round;
+  limits.keys_per_second = options.lifecycle_keys_per_second;
+  impl->lifecycle = std::make_unique<LifecycleScanner>(store, limits);
   http::ServerOptions ho;
   ho.idle_timeout = options.idle_timeout;
   ho.head_timeout = options.head_timeout;
@@ -65,7 +71,33 @@ const std::string& S3Server::credentials_file() const {
   return impl_->service->options().credentials.path;
 }
 
-void S3Server::WriteMetrics(PrometheusWriter& w) const { impl_->service->metrics().Write(w); }
+void S3Server::WriteMetrics(PrometheusWriter& w) const {
+  impl_->service->metrics().Write(w);
+  const LifecycleTotals& t = impl_->lifecycle->totals();
+  auto counter = [&w](const char* name, const char* help, const std::atomic<uint64_t>& v) {
+    w.Counter(name, help, static_cast<double>(v.load(std::memory_order_relaxed)));
+  };
+  counter("openlake_s3_lifecycle_rounds_total", "Rounds the lifecycle scanner ran", t.rounds);
+  counter("openlake_s3_lifecycle_passes_total",
+          "Passes of the lifecycle scanner over every bucket with rules", t.passes);
+  counter("openlake_s3_lifecycle_keys_scanned_total", "Keys the lifecycle scanner looked at",
+          t.keys_scanned);
+  counter("openlake_s3_lifecycle_expired_total",
+          "Current versions the lifecycle rules expired (deleted, or a delete marker made)",
+          t.expired);
+  counter("openlake_s3_lifecycle_versions_removed_total",
+          "Noncurrent versions and lone delete markers the lifecycle rules removed",
+          t.versions_removed);
+  counter("openlake_s3_lifecycle_uploads_aborted_total",
+          "Incomplete multipart uploads the lifecycle rules aborted", t.uploads_aborted);
+  counter("openlake_s3_lifecycle_errors_total",
+          "Lifecycle actions or listings that failed (tried again on the next pass)", t.errors);
+}
+
+io::Task<absl::StatusOr<bool>> S3Server::RunLifecycleRound(absl::Time now) {
+  const bool pass_done = co_await impl_->lifecycle->RunRound(now);
+  co_return pass_done;
+}
 
 void S3Server::Stop() {
   if (impl_ && impl_->http) impl_->http->Stop();

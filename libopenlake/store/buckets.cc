@@ -86,6 +86,7 @@ io::Task<absl::StatusOr<BucketInfo>> Engine::StatBucket(std::string bucket) {
       info.owner = meta.owner();
       info.policy = meta.policy();
       info.acl = meta.acl();
+      info.lifecycle = meta.lifecycle();
       info.versioning = meta.versioning() <= 2 ? static_cast<Versioning>(meta.versioning())
                                                 : Versioning::kEnabled;
       have_time = true;
@@ -131,6 +132,15 @@ io::Task<absl::Status> Engine::SetBucketVersioning(std::string bucket, Versionin
   co_return s;
 }
 
+io::Task<absl::Status> Engine::SetBucketLifecycle(std::string bucket, std::string lifecycle) {
+  std::function<void(pb::BucketMeta&)> change =
+      [lifecycle = std::move(lifecycle)](pb::BucketMeta& m) { m.set_lifecycle(lifecycle); };
+  std::string what = "lifecycle";
+  const absl::Status s =
+      co_await RewriteBucketRecord(std::move(bucket), std::move(what), std::move(change));
+  co_return s;
+}
+
 io::Task<absl::Status> Engine::RewriteBucketRecord(std::string bucket, std::string what,
                                                    std::function<void(pb::BucketMeta&)> change) {
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
@@ -153,6 +163,7 @@ io::Task<absl::Status> Engine::RewriteBucketRecord(std::string bucket, std::stri
     meta.set_policy(info.policy);
     meta.set_acl(info.acl);
     meta.set_versioning(static_cast<uint32_t>(info.versioning));
+    meta.set_lifecycle(info.lifecycle);
     change(meta);
     meta.set_updated_ns(now);
     absl::Status s = co_await AtomicReplace(*d->fs, BucketMetaPath(bucket),

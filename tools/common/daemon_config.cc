@@ -391,6 +391,7 @@ absl::Status ParseTop(const toml::table& root, std::string_view source, Config* 
                                int64_t{UINT32_MAX} - 1, "user ids", "user ids"));
   OL_RETURN_IF_ERROR(r.String("kv_socket", &cfg->kv_socket));
   OL_RETURN_IF_ERROR(r.Int("heal_interval_secs", &cfg->heal_interval_secs, 1, 86400));
+  OL_RETURN_IF_ERROR(r.Int("lifecycle_interval_secs", &cfg->lifecycle_interval_secs, 1, 86400));
   OL_RETURN_IF_ERROR(r.String("admin_addr", &cfg->admin_addr));
   OL_RETURN_IF_ERROR(r.Secret("admin_token", &cfg->admin_token, kMinSecretChars));
   OL_RETURN_IF_ERROR(r.IntList("cores", &cfg->cores, 0, 4095, "integers", "CPU numbers"));

@@ -125,6 +125,9 @@ struct Config {
   std::string admin_token;
   // How often the object store's healer checks its drives and repairs what reads found damaged.
   uint32_t heal_interval_secs = 10;
+  // How often the S3 lifecycle rules are applied (a pass over every bucket with rules; a pass
+  // too long for one round goes on at the healer's pace).
+  uint32_t lifecycle_interval_secs = 3600;
   LimitsConfig limits;
   // CPUs to run reactors on; empty = every CPU in the process's affinity mask.
   std::vector<int> cores;

@@ -39,6 +39,8 @@ struct ObjectStoreNode::Impl {
   std::atomic<uint64_t> heal_failures{0};
   std::atomic<uint64_t> healed_bytes{0};
   std::chrono::seconds interval{10};
+  std::chrono::seconds lifecycle_interval{3600};
+  std::chrono::steady_clock::time_point next_lifecycle;
   // Capacity and free bytes of each drive's file system, by path, as of the last check.
   mutable std::mutex space_mu;
   std::map<std::string, std::pair<uint64_t, uint64_t>> space;
@@ -87,6 +89,17 @@ struct ObjectStoreNode::Impl {
         }
         lock.lock();
       }
+      if (server && std::chrono::steady_clock::now() >= next_lifecycle) {
+        lock.unlock();
+        openlake::s3::S3Server* srv = server.get();
+        const absl::StatusOr<bool> pass_done = openlake::io::BlockOn(
+            *rt, 0, [srv] { return srv->RunLifecycleRound(absl::Now()); });
+        // A pass cut short by its budget goes on at the next tick.
+        const bool cut_short = pass_done.ok() && !*pass_done;
+        next_lifecycle = std::chrono::steady_clock::now() +
+                         (cut_short ? std::chrono::seconds(0) : lifecycle_interval);
+        lock.lock();
+      }
       cv.wait_for(lock, interval, [this] { return stopping; });
     }
   }
@@ -124,6 +137,8 @@ absl::StatusOr<std::unique_ptr<ObjectStoreNode>> ObjectStoreNode::Start(
   auto impl = std::make_unique<Impl>();
   impl->rt = &rt;
   impl->interval = std::chrono::seconds(cfg.heal_interval_secs);
+  impl->lifecycle_interval = std::chrono::seconds(cfg.lifecycle_interval_secs);
+  impl->next_lifecycle = std::chrono::steady_clock::now() + impl->lifecycle_interval;
   absl::StatusOr<std::unique_ptr<openlake::store::Store>> store =
       openlake::store::Store::Open(openlake::tools::StoreOptionsFor(cfg));
   if (!store.ok()) return store.status();

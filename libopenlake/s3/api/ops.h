@@ -22,6 +22,9 @@ io::Task<void> HeadBucket(Call& c);
 io::Task<void> GetBucketLocation(Call& c);
 io::Task<void> GetBucketVersioning(Call& c);   // versioning_ops.cc
 io::Task<void> PutBucketVersioning(Call& c);
+io::Task<void> GetBucketLifecycle(Call& c);     // lifecycle_ops.cc
+io::Task<void> PutBucketLifecycle(Call& c);
+io::Task<void> DeleteBucketLifecycle(Call& c);
 io::Task<void> GetBucketPolicy(Call& c);     // bucket_policy_ops.cc
 io::Task<void> PutBucketPolicy(Call& c);
 io::Task<void> DeleteBucketPolicy(Call& c);

@@ -89,6 +89,9 @@ std::string_view PolicyAction(Op op) {
     case Op::kGetBucketVersioning: return "s3:GetBucketVersioning";
     case Op::kPutBucketVersioning: return "s3:PutBucketVersioning";
     case Op::kListObjectVersions: return "s3:ListBucketVersions";
+    case Op::kGetBucketLifecycle: return "s3:GetLifecycleConfiguration";
+    case Op::kPutBucketLifecycle:
+    case Op::kDeleteBucketLifecycle: return "s3:PutLifecycleConfiguration";
     case Op::kListMultipartUploads: return "s3:ListBucketMultipartUploads";
     case Op::kDeleteBucket: return "s3:DeleteBucket";
     case Op::kGetBucketPolicy: return "s3:GetBucketPolicy";

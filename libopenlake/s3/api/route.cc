@@ -9,7 +9,7 @@ namespace {
 // Sub-resources S3 has and this server does not implement, per target.
 constexpr std::string_view kBucketUnsupported[] = {
     "accelerate", "analytics", "cors", "encryption", "intelligent-tiering", "inventory",
-    "lifecycle", "logging", "metrics", "notification", "object-lock", "ownershipControls",
+    "logging", "metrics", "notification", "object-lock", "ownershipControls",
     "policyStatus", "publicAccessBlock", "replication", "requestPayment", "tagging",
     "website", "session"};
 constexpr std::string_view kObjectUnsupported[] = {
@@ -60,6 +60,9 @@ std::string_view OpName(Op op) {
     case Op::kGetBucketVersioning: return "GetBucketVersioning";
     case Op::kPutBucketVersioning: return "PutBucketVersioning";
     case Op::kListObjectVersions: return "ListObjectVersions";
+    case Op::kGetBucketLifecycle: return "GetBucketLifecycleConfiguration";
+    case Op::kPutBucketLifecycle: return "PutBucketLifecycleConfiguration";
+    case Op::kDeleteBucketLifecycle: return "DeleteBucketLifecycle";
     case Op::kListObjects: return "ListObjects";
     case Op::kListObjectsV2: return "ListObjectsV2";
     case Op::kListMultipartUploads: return "ListMultipartUploads";
@@ -144,6 +147,12 @@ Route RouteRequest(const http::Request& req, const RouteOptions& options) {
     if (r.Has("versioning")) {
       if (m != "GET" && m != "PUT") return MethodNotAllowed(std::move(r));
       r.op = m == "GET" ? Op::kGetBucketVersioning : Op::kPutBucketVersioning;
+      return r;
+    }
+    if (r.Has("lifecycle")) {
+      if (m != "GET" && m != "PUT" && m != "DELETE") return MethodNotAllowed(std::move(r));
+      r.op = m == "GET" ? Op::kGetBucketLifecycle
+                        : (m == "PUT" ? Op::kPutBucketLifecycle : Op::kDeleteBucketLifecycle);
       return r;
     }
     if (r.Has("versions")) {

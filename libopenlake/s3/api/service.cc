@@ -183,6 +183,9 @@ io::Task<void> S3Service::Dispatch(Call& c) {
     case Op::kGetBucketVersioning: co_await GetBucketVersioning(c); break;
     case Op::kPutBucketVersioning: co_await PutBucketVersioning(c); break;
     case Op::kListObjectVersions: co_await ListObjectVersions(c); break;
+    case Op::kGetBucketLifecycle: co_await GetBucketLifecycle(c); break;
+    case Op::kPutBucketLifecycle: co_await PutBucketLifecycle(c); break;
+    case Op::kDeleteBucketLifecycle: co_await DeleteBucketLifecycle(c); break;
     case Op::kGetBucketPolicy: co_await GetBucketPolicy(c); break;
     case Op::kPutBucketPolicy: co_await PutBucketPolicy(c); break;
     case Op::kDeleteBucketPolicy: co_await DeleteBucketPolicy(c); break;

@@ -229,6 +229,111 @@ absl::StatusOr<TagSet> ParseTagging(std::string_view body) {
   return tags;
 }
 
+namespace {
+
+bool Named(const pugi::xml_node& n, const char* name) { return std::strcmp(n.name(), name) == 0; }
+
+absl::Status ParseLifecycleTag(const pugi::xml_node& n, TagSet* tags) {
+  if (!n.child("Key") || !n.child("Value")) return Malformed("a Tag needs a Key and a Value");
+  tags->emplace_back(n.child("Key").text().as_string(), n.child("Value").text().as_string());
+  return absl::OkStatus();
+}
+
+// One condition of a Filter or its And into `r`; false when `n` is none.
+absl::StatusOr<bool> ParseLifecycleCondition(const pugi::xml_node& n, LifecycleRuleDocument* r) {
+  if (Named(n, "Prefix")) {
+    r->prefix = n.text().as_string();
+  } else if (Named(n, "Tag")) {
+    if (absl::Status s = ParseLifecycleTag(n, &r->tags); !s.ok()) return s;
+  } else if (Named(n, "ObjectSizeGreaterThan")) {
+    r->size_greater = n.text().as_string();
+  } else if (Named(n, "ObjectSizeLessThan")) {
+    r->size_less = n.text().as_string();
+  } else {
+    return false;
+  }
+  return true;
+}
+
+absl::Status ParseLifecycleFilter(const pugi::xml_node& filter, LifecycleRuleDocument* r) {
+  r->filter = true;
+  int conditions = 0;
+  for (pugi::xml_node n : filter.children()) {
+    if (n.type() != pugi::node_element) continue;
+    if (++conditions > 1) return Malformed("a Filter names one condition; more go in an And");
+    if (Named(n, "And")) {
+      for (pugi::xml_node a : n.children()) {
+        if (a.type() != pugi::node_element) continue;
+        absl::StatusOr<bool> known = ParseLifecycleCondition(a, r);
+        if (!known.ok()) return known.status();
+        if (!*known) return Malformed("unexpected element " + std::string(a.name()));
+      }
+      continue;
+    }
+    absl::StatusOr<bool> known = ParseLifecycleCondition(n, r);
+    if (!known.ok()) return known.status();
+    if (!*known) return Malformed("unexpected element " + std::string(n.name()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseLifecycleRule(const pugi::xml_node& rule, LifecycleRuleDocument* r) {
+  bool legacy_prefix = false;
+  for (pugi::xml_node n : rule.children()) {
+    if (n.type() != pugi::node_element) continue;
+    if (Named(n, "ID")) {
+      r->id = n.text().as_string();
+    } else if (Named(n, "Status")) {
+      r->status = ChildText(rule, "Status");
+    } else if (Named(n, "Prefix")) {
+      legacy_prefix = true;
+      r->prefix = n.text().as_string();
+    } else if (Named(n, "Filter")) {
+      if (absl::Status s = ParseLifecycleFilter(n, r); !s.ok()) return s;
+    } else if (Named(n, "Expiration")) {
+      r->expiration = true;
+      r->days = ChildText(n, "Days");
+      r->date = ChildText(n, "Date");
+      r->expired_object_delete_marker = ChildText(n, "ExpiredObjectDeleteMarker");
+      const int given = !r->days.empty() + !r->date.empty() +
+                        !r->expired_object_delete_marker.empty();
+      if (given != 1) {
+        return Malformed("an Expiration has one of Days, Date and ExpiredObjectDeleteMarker");
+      }
+    } else if (Named(n, "NoncurrentVersionExpiration")) {
+      r->noncurrent = true;
+      r->noncurrent_days = ChildText(n, "NoncurrentDays");
+      r->newer_noncurrent_versions = ChildText(n, "NewerNoncurrentVersions");
+    } else if (Named(n, "AbortIncompleteMultipartUpload")) {
+      r->abort_upload = true;
+      r->abort_days = ChildText(n, "DaysAfterInitiation");
+    } else if (Named(n, "Transition") || Named(n, "NoncurrentVersionTransition")) {
+      r->transition = true;
+    } else {
+      return Malformed("unexpected element " + std::string(n.name()));
+    }
+  }
+  if (legacy_prefix && r->filter) return Malformed("a Rule has a Filter or a Prefix, not both");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<LifecycleDocument> ParseLifecycleConfiguration(std::string_view body) {
+  pugi::xml_document doc;
+  pugi::xml_node root;
+  if (absl::Status s = Load(body, "LifecycleConfiguration", &doc, &root); !s.ok()) return s;
+  LifecycleDocument out;
+  for (pugi::xml_node n : root.children()) {
+    if (n.type() != pugi::node_element) continue;
+    if (!Named(n, "Rule")) return Malformed("unexpected element " + std::string(n.name()));
+    LifecycleRuleDocument& r = out.rules.emplace_back();
+    if (absl::Status s = ParseLifecycleRule(n, &r); !s.ok()) return s;
+  }
+  if (out.rules.empty()) return Malformed("no Rule");
+  return out;
+}
+
 absl::StatusOr<AclDocument> ParseAccessControlPolicy(std::string_view body) {
   pugi::xml_document doc;
   pugi::xml_node root;

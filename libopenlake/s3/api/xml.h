@@ -17,6 +17,8 @@
 
 namespace openlake::s3 {
 
+using TagSet = std::vector<std::pair<std::string, std::string>>;
+
 // Escapes text for element content and attribute values. Characters XML 1.0 cannot carry even
 // as references (controls other than tab, LF and CR) are written as "&#xN;", as S3 does.
 std::string XmlEscape(std::string_view text);
@@ -78,13 +80,41 @@ struct VersioningDocument {
 };
 absl::StatusOr<VersioningDocument> ParseVersioningConfiguration(std::string_view body);
 
+// <LifecycleConfiguration><Rule>...</Rule>...</LifecycleConfiguration>, as S3's grammar has
+// it: each rule's texts as written ("" when absent; s3/api/lifecycle.h checks and converts
+// them). MalformedXML for an unknown element, a rule's Filter beside its legacy Prefix, a
+// Filter naming more than one condition outside an And, or an Expiration with more than one
+// of Days, Date and ExpiredObjectDeleteMarker.
+struct LifecycleRuleDocument {
+  std::string id;
+  std::string status;
+  bool filter = false;         // a Filter element (else the legacy Prefix, or nothing)
+  std::string prefix;          // Filter's (or And's) Prefix, or the rule's legacy Prefix
+  TagSet tags;                 // Filter's Tag, or And's Tags
+  std::string size_greater;    // ObjectSizeGreaterThan
+  std::string size_less;       // ObjectSizeLessThan
+  bool expiration = false;
+  std::string days;
+  std::string date;
+  std::string expired_object_delete_marker;
+  bool noncurrent = false;
+  std::string noncurrent_days;
+  std::string newer_noncurrent_versions;
+  bool abort_upload = false;
+  std::string abort_days;      // DaysAfterInitiation
+  bool transition = false;     // Transition or NoncurrentVersionTransition
+};
+struct LifecycleDocument {
+  std::vector<LifecycleRuleDocument> rules;
+};
+absl::StatusOr<LifecycleDocument> ParseLifecycleConfiguration(std::string_view body);
+
 // <CreateBucketConfiguration><LocationConstraint/></CreateBucketConfiguration>: the region
 // asked for ("" when the document names none).
 absl::StatusOr<std::string> ParseLocationConstraint(std::string_view body);
 
 // <Tagging><TagSet><Tag><Key/><Value/></Tag>...</TagSet></Tagging> (PutObjectTagging): the
 // tags in document order, unchecked (ValidateTags in ops.h judges them).
-using TagSet = std::vector<std::pair<std::string, std::string>>;
 absl::StatusOr<TagSet> ParseTagging(std::string_view body);
 
 // <AccessControlPolicy><Owner><ID/></Owner><AccessControlList><Grant><Grantee xsi:type="...">

@@ -22,6 +22,7 @@
 
 #include "openlake/export.h"
 #include "openlake/io/reactor.h"
+#include "openlake/io/task.h"
 #include "openlake/prometheus.h"
 #include "openlake/s3/credential.h"
 #include "openlake/store/store.h"
@@ -43,6 +44,10 @@ struct S3ServerOptions {
   // Connections open at once from one client address; 0: no cap. At either cap a client
   // that holds a place idle, or trickles its head in, gives it up to the new connection.
   size_t max_connections_per_client = 1024;
+  // The lifecycle scanner's bounds (RunLifecycleRound): keys looked at per round, and the
+  // pace of its listing (keys per second; 0: unpaced).
+  uint64_t lifecycle_keys_per_round = 10000;
+  uint64_t lifecycle_keys_per_second = 2000;
 };
 
 class OL_EXPORT S3Server {
@@ -60,8 +65,16 @@ class OL_EXPORT S3Server {
   bool generated_credentials() const;
   const std::string& credentials_file() const;
 
-  // The server's metrics (requests, bytes and latency by operation) in Prometheus' format.
+  // The server's metrics (requests, bytes and latency by operation, the lifecycle scanner's
+  // counts) in Prometheus' format.
   void WriteMetrics(PrometheusWriter& w) const;
+
+  // One bounded round of the bucket lifecycle rules at `now` (docs/s3.md, "Lifecycle"): what
+  // the embedding program runs on a timer, on a reactor of the server's runtime, one round at
+  // a time. Each round goes on where the previous one stopped; true when it finished a pass
+  // over every bucket (false: it ran out of its budget of keys, and the next round goes on).
+  // (An error only when the runtime cannot run it.)
+  io::Task<absl::StatusOr<bool>> RunLifecycleRound(absl::Time now);
 
   // Stops accepting and ends every connection. Idempotent; not from a reactor thread.
   void Stop();

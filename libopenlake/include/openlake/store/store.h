@@ -99,6 +99,7 @@ struct BucketInfo {
   std::string policy;  // its S3 bucket policy (JSON), "" when it has none
   std::string acl;     // its S3 ACL as the S3 layer encodes it, "" when never set
   Versioning versioning = Versioning::kUnversioned;
+  std::string lifecycle;  // its S3 lifecycle configuration (the S3 layer's XML), "" when none
 };
 
 struct PartSummary {
@@ -450,6 +451,9 @@ class OL_EXPORT Store {
   // The same for its versioning state (kUnversioned is refused: S3 cannot turn it back off).
   virtual io::Task<absl::Status> SetBucketVersioning(std::string bucket,
                                                      Versioning versioning) = 0;
+  // The same for its lifecycle configuration ("" removes it; kept as given).
+  virtual io::Task<absl::Status> SetBucketLifecycle(std::string bucket,
+                                                    std::string lifecycle) = 0;
   virtual io::Task<absl::StatusOr<BucketInfo>> StatBucket(std::string bucket) = 0;
   virtual io::Task<absl::StatusOr<std::vector<BucketInfo>>> ListBuckets() = 0;
 
