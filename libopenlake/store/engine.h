@@ -112,6 +112,8 @@ struct WriteTarget {
   PutOptions options;
   int set = 0;
   uint32_t rotation = 0;
+  uint32_t k = 0;  // the layout: data and parity shards (Engine::LayoutFor)
+  uint32_t m = 0;
 };
 
 struct WriteResult {
@@ -204,7 +206,15 @@ class Engine final : public Store {
   int n() const { return n_; }  // drives per set
   int k() const { return k_; }
   int m() const { return m_; }
-  const ec::Codec& codec() const { return *codec_; }
+  // The codec of a layout: the set's, its reduced one, or (for a version written under other
+  // options) one made on first use; null when there can be none.
+  const ec::Codec* CodecFor(uint32_t k, uint32_t m);
+  // k and m of a new object: the set's, or its reduced redundancy layout.
+  std::pair<uint32_t, uint32_t> LayoutFor(bool reduced_redundancy) const;
+  // Drives that must take a write of layout k + m: the set's write quorum for its own layout,
+  // MinIO's for a reduced one (engine_open.cc). (Out of line: g++ 12 crashed compiling
+  // store/reader.cc with -g when it was inline here.)
+  int QuorumOf(uint32_t k, uint32_t m) const;
   NamespaceLocks& locks() { return locks_; }
   InlineCache& inline_cache() { return inline_cache_; }
   Drive& drive(int set, int pos) { return *drives_[static_cast<size_t>(set * n_ + pos)]; }
@@ -327,6 +337,10 @@ class Engine final : public Store {
   std::string deployment_id_;
   SipKey sip_key_{};
   std::unique_ptr<ec::Codec> codec_;
+  int reduced_m_ = 0;
+  absl::Mutex codecs_mu_;
+  // Codecs of other layouts, indexed by parity (codec_ is the set's); made on first use.
+  std::vector<std::unique_ptr<ec::Codec>> codecs_ ABSL_GUARDED_BY(codecs_mu_);
   NamespaceLocks locks_;
   InlineCache inline_cache_;
 

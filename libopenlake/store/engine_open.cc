@@ -87,6 +87,34 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(StoreOptions options) {
   return std::unique_ptr<Store>(std::move(e));
 }
 
+const ec::Codec* Engine::CodecFor(uint32_t k, uint32_t m) {
+  if (k + m != static_cast<uint32_t>(n_) || k == 0) return nullptr;
+  if (m == static_cast<uint32_t>(m_)) return codec_.get();
+  absl::MutexLock l(&codecs_mu_);
+  if (codecs_.size() < static_cast<size_t>(n_)) codecs_.resize(static_cast<size_t>(n_));
+  std::unique_ptr<ec::Codec>& c = codecs_[m];
+  if (c == nullptr) {
+    absl::StatusOr<std::unique_ptr<ec::Codec>> made =
+        ec::Codec::Create(static_cast<int>(k), static_cast<int>(m));
+    if (!made.ok()) return nullptr;
+    c = *std::move(made);
+  }
+  return c.get();  // never removed: callers keep it while the engine lives
+}
+
+int Engine::QuorumOf(uint32_t k, uint32_t m) const {
+  if (m == static_cast<uint32_t>(m_)) return write_quorum_;
+  // A reduced layout takes MinIO's rule: k, plus one when k == m (two halves can never both
+  // commit). With one drive down it still takes writes, which then survive no further loss
+  // until healed: what reduced redundancy means.
+  return static_cast<int>(k == m ? k + 1 : k);
+}
+
+std::pair<uint32_t, uint32_t> Engine::LayoutFor(bool reduced_redundancy) const {
+  const int m = reduced_redundancy ? reduced_m_ : m_;
+  return {static_cast<uint32_t>(n_ - m), static_cast<uint32_t>(m)};
+}
+
 absl::Status Engine::Init() {
   const int total = static_cast<int>(opts_.drives.size());
   if (total == 0) return absl::InvalidArgumentError("store: no drives configured");
@@ -112,6 +140,20 @@ absl::Status Engine::Init() {
   }
   if (opts_.window_depth < 1) opts_.window_depth = 1;
   OL_ASSIGN_OR_RETURN(codec_, ec::Codec::Create(k_, m_));
+  reduced_m_ = opts_.reduced_parity < 0 ? std::min(1, m_) : opts_.reduced_parity;
+  if (reduced_m_ > m_) {
+    return absl::InvalidArgumentError(StrCat("store: reduced parity ", reduced_m_,
+                                             " is more than the parity ", m_));
+  }
+  if (reduced_m_ != m_) {
+    // Made now, so that a bad reduced parity stops the start.
+    if (CodecFor(static_cast<uint32_t>(n_ - reduced_m_), static_cast<uint32_t>(reduced_m_)) ==
+        nullptr) {
+      return absl::InvalidArgumentError(
+          StrCat("store: no codec for the reduced layout RS(", n_ - reduced_m_, "+", reduced_m_,
+                 ")"));
+    }
+  }
   OL_RETURN_IF_ERROR(LoadDrives());
   for (int s = 0; s < sets_; ++s) {
     int online = 0;

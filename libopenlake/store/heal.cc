@@ -164,7 +164,8 @@ io::Task<absl::Status> Engine::HealVersion(int set, std::string bucket, std::str
                                            std::vector<const pb::ObjectVersion*> copy,
                                            HealDrives& drives, HealOutcome& out) {
   const uint32_t k = v.data_shards(), m = v.parity_shards(), n = k + m, B = v.block_size();
-  if (n != static_cast<uint32_t>(n_)) {
+  const ec::Codec* codec = CodecFor(k, m);
+  if (n != static_cast<uint32_t>(n_) || (codec == nullptr && !v.delete_marker())) {
     co_return absl::FailedPreconditionError("object layout does not match the set");
   }
   std::vector<bool> bad(n, false);
@@ -214,7 +215,7 @@ io::Task<absl::Status> Engine::HealVersion(int set, std::string bucket, std::str
       }
       uint8_t* ptrs[ec::kMaxShards];
       for (uint32_t s = 0; s < n; ++s) ptrs[s] = reinterpret_cast<uint8_t*>(shards[s].data());
-      OL_CO_RETURN_IF_ERROR(codec().Reconstruct(L, ptrs, absl::MakeConstSpan(present.get(), n)));
+      OL_CO_RETURN_IF_ERROR(codec->Reconstruct(L, ptrs, absl::MakeConstSpan(present.get(), n)));
     }
     for (uint32_t p = 0; p < n; ++p) {
       const std::string& sh = shards[fixed[p].shard_index()];
@@ -316,7 +317,7 @@ io::Task<absl::Status> Engine::HealVersion(int set, std::string bucket, std::str
                             StrCat(bucket, "/", key, " part ", part.number(), " block ", b,
                                    ": only ", good, " intact shards, ", k, " needed"));
           }
-          OL_CO_RETURN_IF_ERROR(codec().Reconstruct(L, ptrs, absl::MakeConstSpan(present.get(), n)));
+          OL_CO_RETURN_IF_ERROR(codec->Reconstruct(L, ptrs, absl::MakeConstSpan(present.get(), n)));
           io::IoBatch batch(n);
           std::vector<uint32_t> who;
           for (uint32_t p = 0; p < n; ++p) {

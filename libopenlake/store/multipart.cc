@@ -152,8 +152,9 @@ io::Task<absl::StatusOr<std::string>> Engine::CreateUpload(std::string bucket, s
   m.set_initiated_ns(NowNs());
   m.set_content_type(options.content_type);
   for (const auto& [name, value] : options.user_meta) (*m.mutable_user_meta())[name] = value;
-  m.set_data_shards(static_cast<uint32_t>(k_));
-  m.set_parity_shards(static_cast<uint32_t>(m_));
+  const auto [k, parity] = LayoutFor(options.reduced_redundancy);
+  m.set_data_shards(k);
+  m.set_parity_shards(parity);
   m.set_block_size(opts_.block_size);
   m.set_rotation(pl.rotation);
   const std::string dir = UploadDir(bucket, m.upload_id());
@@ -188,6 +189,8 @@ io::Task<absl::StatusOr<std::unique_ptr<ObjectWriter>>> Engine::UploadPart(
   t.set = static_cast<int>(pl.set);
   OL_CO_ASSIGN_OR_RETURN(pb::UploadMeta up, co_await ReadUpload(this, t.set, bucket, key, upload_id));
   t.rotation = up.rotation();
+  t.k = up.data_shards();
+  t.m = up.parity_shards();
   t.bucket = std::move(bucket);
   t.key = std::move(key);
   t.upload_id = std::move(upload_id);
@@ -246,9 +249,10 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CommitPart(const WriteTarget& t, Wr
     }
   }
   DiscardStaging(t.set, w.staged_dir);
-  if (ok < write_quorum_) {
+  const int quorum = QuorumOf(t.k, t.m);
+  if (ok < quorum) {
     co_return Error(ErrorKind::kInsufficientDrives,
-                    StrCat("part ", t.part_number, " reached ", ok, " drives; ", write_quorum_,
+                    StrCat("part ", t.part_number, " reached ", ok, " drives; ", quorum,
                            " needed"));
   }
   ObjectInfo info;
@@ -477,8 +481,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CompleteUpload(std::string bucket, 
     p->set_file(StrCat("part.", v->meta.number()));
     *p->mutable_meta() = v->meta.meta();
   }
-  if (up.data_shards() != static_cast<uint32_t>(k_) ||
-      up.parity_shards() != static_cast<uint32_t>(m_)) {
+  if (CodecFor(up.data_shards(), up.parity_shards()) == nullptr) {
     co_return absl::FailedPreconditionError("the upload was started with another erasure layout");
   }
 
@@ -513,8 +516,9 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CompleteUpload(std::string bucket, 
     dc.staged_dir = staged;
   }
   int64_t mod_time = 0;
+  const int quorum = QuorumOf(up.data_shards(), up.parity_shards());
   absl::Status s =
-      co_await CommitVersion(set, bucket, key, std::move(commits), write_quorum_, &mod_time);
+      co_await CommitVersion(set, bucket, key, std::move(commits), quorum, &mod_time);
   base.set_mod_time_ns(mod_time);
   if (!s.ok()) {
     DiscardStaging(set, staged);  // the upload itself is untouched: Complete can be retried

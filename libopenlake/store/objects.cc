@@ -291,9 +291,10 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::UpdateObjectMeta(std::string bucket
     for (const std::string& name : update.erase) meta.erase(name);
     ++holders;
   }
-  if (holders < write_quorum_) {
+  const int quorum = QuorumOf(cur.version.data_shards(), cur.version.parity_shards());
+  if (holders < quorum) {
     co_return Error(ErrorKind::kInsufficientDrives,
-                    StrCat("only ", holders, " drives hold the object; ", write_quorum_,
+                    StrCat("only ", holders, " drives hold the object; ", quorum,
                            " must take its new metadata"));
   }
   pb::ObjectVersion result;
@@ -301,7 +302,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::UpdateObjectMeta(std::string bucket
     if (dc.use) result = dc.version;
   }
   OL_CO_RETURN_IF_ERROR(
-      co_await CommitVersion(set, bucket, key, std::move(commits), write_quorum_, nullptr));
+      co_await CommitVersion(set, bucket, key, std::move(commits), quorum, nullptr));
   co_return ToObjectInfo(bucket, key, result);
 }
 

@@ -12,6 +12,14 @@
 
 namespace openlake::store {
 
+namespace {
+
+// Drives that must agree on a record for it to be read: its data shards (a tombstone's and a
+// delete marker's are the set's).
+int NeededFor(const pb::ObjectVersion& v) { return static_cast<int>(std::max(v.data_shards(), 1u)); }
+
+}  // namespace
+
 bool Newer(const pb::ObjectVersion* a, const pb::ObjectVersion* b) {
   if (a->mod_time_ns() != b->mod_time_ns()) return a->mod_time_ns() > b->mod_time_ns();
   return a->version_id() > b->version_id();
@@ -82,14 +90,15 @@ Resolved Engine::ResolveReads(std::vector<MetaRead> reads,
   }
   // The records enough drives hold to be read, newest first.
   std::vector<const pb::ObjectVersion*> readable;
+  // Each record needs its own layout's k (a reduced-redundancy one has more data shards).
   for (const auto& [id, c] : by_id) {
-    if (c.count >= k_) readable.push_back(c.v);
+    if (c.count >= NeededFor(*c.v)) readable.push_back(c.v);
   }
   std::sort(readable.begin(), readable.end(), Newer);
   if (readable.empty()) {
     bool maybe_hidden = unknown >= write_quorum_;
     for (const auto& [id, c] : by_id) {
-      if (c.count + unknown >= k_ && !c.v->deleted()) maybe_hidden = true;
+      if (c.count + unknown >= NeededFor(*c.v) && !c.v->deleted()) maybe_hidden = true;
     }
     if (not_found > n_ - write_quorum_ || !maybe_hidden) {
       r.status = Error(ErrorKind::kNoSuchKey, "no such key");

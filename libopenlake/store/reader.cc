@@ -48,6 +48,7 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
     k_ = v_.data_shards();
     m_ = v_.parity_shards();
     n_ = k_ + m_;
+    codec_ = e_->CodecFor(k_, m_);
     block_ = v_.block_size();
     uint64_t at = 0;
     for (const pb::Part& p : v_.parts()) {
@@ -117,7 +118,8 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
     if (!all_data) {
       std::unique_ptr<bool[]> pr(new bool[n_]);
       for (uint32_t s = 0; s < n_; ++s) pr[s] = present[s];
-      OL_RETURN_IF_ERROR(e_->codec().Reconstruct(L, ptrs, absl::MakeConstSpan(pr.get(), n_)));
+      OL_RETURN_IF_ERROR(CheckCodec());
+      OL_RETURN_IF_ERROR(codec_->Reconstruct(L, ptrs, absl::MakeConstSpan(pr.get(), n_)));
     }
     for (uint32_t s = 0; s < k_; ++s) std::memcpy(inline_.data() + s * L, shards[s].data(), L);
     return absl::OkStatus();
@@ -299,13 +301,20 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
     if (!all_data) {
       std::unique_ptr<bool[]> present(new bool[n_]);
       for (uint32_t s = 0; s < n_; ++s) present[s] = state[s] == kGood;
+      OL_CO_RETURN_IF_ERROR(CheckCodec());
       OL_CO_RETURN_IF_ERROR(
-          e_->codec().Reconstruct(L, ptrs, absl::MakeConstSpan(present.get(), n_)));
+          codec_->Reconstruct(L, ptrs, absl::MakeConstSpan(present.get(), n_)));
     }
     co_return absl::OkStatus();
   }
 
  private:
+  absl::Status CheckCodec() const {
+    if (codec_ != nullptr) return absl::OkStatus();
+    return Error(ErrorKind::kCorrupt, StrCat(bucket_, "/", key_, ": no codec for RS(", k_, "+",
+                                             m_, ")"));
+  }
+
   Engine* e_;
   int set_;
   std::string bucket_, key_;
@@ -314,6 +323,7 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
   std::vector<std::optional<pb::ObjectVersion>> copies_;
   uint64_t offset_, length_, pos_, end_;
   uint32_t k_ = 0, m_ = 0, n_ = 0, block_ = 0;
+  const ec::Codec* codec_ = nullptr;  // RS(k + m); null for a layout there can be no codec of
   std::vector<uint64_t> part_start_;
   std::vector<std::vector<std::unique_ptr<FileHandle>>> files_;
   std::vector<bool> dead_;

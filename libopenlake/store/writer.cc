@@ -10,6 +10,7 @@
 // shards go into the metadata.
 
 #include <cstring>
+#include <tuple>
 
 #include "common/digest.h"
 #include "store/engine.h"
@@ -47,6 +48,7 @@ struct WriterState {
   WriteTarget target;
   int64_t expected = -1;
   uint32_t k = 0, m = 0, n = 0, block = 0;
+  const ec::Codec* codec = nullptr;  // RS(k + m)
   uint64_t window_bytes = 0;
   WriteResult result;
   std::vector<std::unique_ptr<FileHandle>> files;  // per position; null when not writing
@@ -85,15 +87,16 @@ void DropDrive(WriterState& st, uint32_t p, const absl::Status& why) {
 }
 
 absl::Status QuorumCheck(WriterState& st) {
-  if (Usable(st) >= st.e->write_quorum()) return absl::OkStatus();
+  const int quorum = st.e->QuorumOf(st.k, st.m);
+  if (Usable(st) >= quorum) return absl::OkStatus();
   if (st.full > 0) {
     return Error(ErrorKind::kStorageFull,
                  StrCat(st.full, " drives are full; only ", Usable(st), " of ", st.n,
-                        " could take the write, ", st.e->write_quorum(), " needed"));
+                        " could take the write, ", quorum, " needed"));
   }
   return Error(ErrorKind::kInsufficientDrives,
                StrCat("only ", Usable(st), " of ", st.n, " drives could take the write; ",
-                      st.e->write_quorum(), " needed"));
+                      quorum, " needed"));
 }
 
 // Waits for a window's writes and drops the drives that failed them.
@@ -198,7 +201,7 @@ io::Task<absl::Status> FlushWindow(WriterState& st, uint64_t len) {
   for (uint32_t j = 0; j < st.m; ++j) {
     pptr[j] = reinterpret_cast<uint8_t*>(w.parity.data()) + j * w.parity_stride;
   }
-  if (st.m > 0) st.e->codec().Encode(L, dptr, pptr);
+  if (st.m > 0) st.codec->Encode(L, dptr, pptr);
   io::Reactor& r = *io::Reactor::Current();
   const uint64_t offset = st.blocks * st.block;
   for (uint32_t p = 0; p < st.n; ++p) {
@@ -313,7 +316,7 @@ class EcWriter final : public ObjectWriter {
         uint8_t* pptr[ec::kMaxShards];
         for (uint32_t i = 0; i < st.k; ++i) dptr[i] = reinterpret_cast<const uint8_t*>(shards[i].data());
         for (uint32_t j = 0; j < st.m; ++j) pptr[j] = reinterpret_cast<uint8_t*>(shards[st.k + j].data());
-        st.e->codec().Encode(L, dptr, pptr);
+        st.codec->Encode(L, dptr, pptr);
       }
       res.inline_data = true;
       for (uint32_t p = 0; p < st.n; ++p) {
@@ -404,12 +407,18 @@ absl::StatusOr<std::unique_ptr<ObjectWriter>> Engine::NewWriter(WriteTarget t, i
     return Error(ErrorKind::kEntityTooLarge, StrCat(size, " bytes is more than the limit of ",
                                                     opts_.max_part_size));
   }
+  if (t.k == 0) std::tie(t.k, t.m) = LayoutFor(false);
   auto st = std::make_unique<WriterState>();
   st->e = this;
   st->target = std::move(t);
   st->expected = size;
-  st->k = static_cast<uint32_t>(k_);
-  st->m = static_cast<uint32_t>(m_);
+  st->k = st->target.k;
+  st->m = st->target.m;
+  st->codec = CodecFor(st->k, st->m);
+  if (st->codec == nullptr) {
+    return absl::FailedPreconditionError(
+        StrCat("store: no codec for RS(", st->k, "+", st->m, ")"));
+  }
   st->n = static_cast<uint32_t>(n_);
   st->block = opts_.block_size;
   st->window_bytes = static_cast<uint64_t>(st->k) * st->block;
@@ -467,6 +476,7 @@ io::Task<absl::StatusOr<std::unique_ptr<ObjectWriter>>> Engine::CreateObject(std
   const Placement pl = PlaceObject(bucket, key);
   t.set = static_cast<int>(pl.set);
   t.rotation = pl.rotation;
+  std::tie(t.k, t.m) = LayoutFor(options.reduced_redundancy);
   if (!BucketExistsOnSet(t.set, bucket)) {
     co_return Error(ErrorKind::kNoSuchBucket, StrCat("bucket \"", bucket, "\" does not exist"));
   }
@@ -492,8 +502,8 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CommitPut(const WriteTarget& t, Wri
   base.set_etag(Hex(w.md5));
   base.set_content_type(t.options.content_type);
   for (const auto& [name, value] : t.options.user_meta) (*base.mutable_user_meta())[name] = value;
-  base.set_data_shards(static_cast<uint32_t>(k_));
-  base.set_parity_shards(static_cast<uint32_t>(m_));
+  base.set_data_shards(t.k);
+  base.set_parity_shards(t.m);
   base.set_block_size(opts_.block_size);
   base.set_rotation(t.rotation);
   base.set_inline_data(w.inline_data);
@@ -536,8 +546,8 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CommitPut(const WriteTarget& t, Wri
     if (s.ok()) {
       inline_cache_.Invalidate(StrCat(t.bucket, "/", t.key));
       int64_t mod_time = 0;
-      s = co_await CommitVersion(t.set, t.bucket, t.key, std::move(commits), write_quorum_,
-                                 &mod_time);
+      s = co_await CommitVersion(t.set, t.bucket, t.key, std::move(commits),
+                                 QuorumOf(t.k, t.m), &mod_time);
       base.set_mod_time_ns(mod_time);
     }
   }

@@ -301,6 +301,7 @@ absl::Status ParseTop(const toml::table& root, std::string_view source, Config* 
   OL_RETURN_IF_ERROR(r.Int("set_drive_count", &cfg->set_drive_count, 1, 256));
   OL_RETURN_IF_ERROR(r.Int("replication", &cfg->set_drive_count, 1, 256));
   OL_RETURN_IF_ERROR(r.Int("default_parity_count", &cfg->default_parity_count, 0, 128));
+  OL_RETURN_IF_ERROR(r.Int("reduced_parity_count", &cfg->reduced_parity_count, 0, 128));
 
   absl::Status st;
   if (const toml::array* creds = r.ArrayOfTables("credentials", &st)) {
@@ -440,6 +441,11 @@ absl::Status ValidateImpl(const Config& cfg) {
           StrCat(src, ": default_parity_count ", cfg.default_parity_count,
                  " must be at most half of set_drive_count ", cfg.set_drive_count));
     }
+    if (cfg.reduced_parity_count > static_cast<int>(cfg.default_parity_count)) {
+      return absl::InvalidArgumentError(
+          StrCat(src, ": reduced_parity_count ", cfg.reduced_parity_count,
+                 " must be at most default_parity_count ", cfg.default_parity_count));
+    }
   }
   for (const auto& [what, value] :
        {std::pair<const char*, const std::string*>{"rpc_secret", &cfg.rpc_secret},
@@ -577,6 +583,8 @@ store::StoreOptions StoreOptionsFor(const Config& cfg) {
                            ? static_cast<int>(cfg.data_dirs.size())
                            : static_cast<int>(cfg.set_drive_count);
   so.parity = std::min<int>(static_cast<int>(cfg.default_parity_count), so.set_drive_count / 2);
+  so.reduced_parity =
+      cfg.reduced_parity_count < 0 ? -1 : std::min(cfg.reduced_parity_count, so.parity);
   return so;
 }
 

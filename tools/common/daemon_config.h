@@ -99,6 +99,8 @@ struct Config {
   std::vector<std::string> data_dirs;
   uint32_t set_drive_count = 4;
   uint32_t default_parity_count = 2;
+  // Parity of REDUCED_REDUNDANCY objects; -1: one, or the parity when that is less.
+  int reduced_parity_count = -1;
   std::vector<s3::Credential> credentials;
   std::vector<NodeConfig> nodes;
   KvSlabConfig kv_slab;

@@ -76,14 +76,16 @@ std::string StorageClassOf(const store::ObjectInfo& info) {
   return it == info.user_meta.end() ? "STANDARD" : it->second;
 }
 
-void SetStorageClass(const http::Request& req, std::map<std::string, std::string>* meta) {
+void SetStorageClass(const http::Request& req, store::PutOptions* po) {
+  std::map<std::string, std::string>& meta = po->user_meta;
   const std::string_view sc = req.Value("x-amz-storage-class");
-  if (sc.empty()) return;
   if (sc == "STANDARD") {
-    meta->erase(std::string(kStorageClassMeta));
-  } else {
-    (*meta)[std::string(kStorageClassMeta)] = std::string(sc);
+    meta.erase(std::string(kStorageClassMeta));
+  } else if (!sc.empty()) {
+    meta[std::string(kStorageClassMeta)] = std::string(sc);
   }
+  auto it = meta.find(std::string(kStorageClassMeta));
+  po->reduced_redundancy = it != meta.end() && it->second == "REDUCED_REDUNDANCY";
 }
 
 bool PutOptionsFrom(const http::Request& req, store::PutOptions* out, S3Error* error) {
@@ -99,7 +101,7 @@ bool PutOptionsFrom(const http::Request& req, store::PutOptions* out, S3Error* e
     std::string value = name == "content-encoding" ? StoredContentEncoding(h->value) : h->value;
     if (!value.empty()) out->user_meta[StrCat(kStdPrefix, name)] = std::move(value);
   }
-  SetStorageClass(req, &out->user_meta);
+  SetStorageClass(req, out);
   return TagsFromHeader(req, &out->user_meta, error);
 }
 

@@ -238,7 +238,7 @@ io::Task<void> CopyObject(Call& c) {
   } else {
     replace.content_type = src->content_type;
     replace.user_meta = src->user_meta;
-    SetStorageClass(c.req, &replace.user_meta);
+    SetStorageClass(c.req, &replace);
     if (tagging == "REPLACE") {
       SetTags(TagSet(), &replace.user_meta);
       if (!TagsFromHeader(c.req, &replace.user_meta, &err)) {

@@ -135,8 +135,10 @@ io::Task<bool> CompleteChecksum(Call& c, const std::vector<CompletedPart>& liste
 inline constexpr std::string_view kStorageClassMeta = "sc:class";
 // The object's storage class ("STANDARD" unless another was asked for).
 std::string StorageClassOf(const store::ObjectInfo& info);
-// x-amz-storage-class of the request into `meta` (STANDARD removes another class).
-void SetStorageClass(const http::Request& req, std::map<std::string, std::string>* meta);
+// x-amz-storage-class of the request into `po`'s user metadata (STANDARD removes another
+// class), and the class `po` then has into its layout (REDUCED_REDUNDANCY: the set's reduced
+// parity, StoreOptions::reduced_parity).
+void SetStorageClass(const http::Request& req, store::PutOptions* po);
 
 // Object ACLs (acl_ops.cc): kept in user metadata under this name (EncodeAcl's form); an
 // object without one is private.

@@ -509,6 +509,38 @@ def test_storage_classes(s3, server, bucket_name):
     assert error_code(e) == ("NotImplemented", 501)
 
 
+def test_reduced_redundancy_is_coded_with_less_parity(s3, server, bucket_name):
+    """REDUCED_REDUNDANCY objects are coded RS(3+1) on the set's four drives (RS(2+2)): each
+    drive's shard file of a 3 MiB object holds 1 MiB instead of 1.5 MiB, for PUT, copies and
+    multipart uploads alike."""
+    b = bucket_name()
+    s3.create_bucket(Bucket=b)
+    body = os.urandom(3 << 20)
+
+    def shard_bytes(key):
+        sizes = []
+        for d in server.drives:
+            files = [p for p in (d / b / key).glob("%data.*/part.*")]
+            sizes.append(sum(p.stat().st_size for p in files))
+        return sizes
+    s3.put_object(Bucket=b, Key="std", Body=body)
+    s3.put_object(Bucket=b, Key="rrs", Body=body, StorageClass="REDUCED_REDUNDANCY")
+    s3.copy_object(Bucket=b, Key="copied", CopySource={"Bucket": b, "Key": "std"},
+                   StorageClass="REDUCED_REDUNDANCY")
+    up = s3.create_multipart_upload(Bucket=b, Key="mp", StorageClass="REDUCED_REDUNDANCY")
+    r = s3.upload_part(Bucket=b, Key="mp", UploadId=up["UploadId"], PartNumber=1, Body=body)
+    s3.complete_multipart_upload(Bucket=b, Key="mp", UploadId=up["UploadId"], MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": r["ETag"]}]})
+    assert shard_bytes("std") == [(3 << 20) // 2] * 4
+    for key in ("rrs", "copied", "mp"):
+        assert shard_bytes(key) == [1 << 20] * 4, key
+        assert s3.get_object(Bucket=b, Key=key)["Body"].read() == body
+    # Copied back to STANDARD, it is coded with the set's parity again.
+    s3.copy_object(Bucket=b, Key="rrs", CopySource={"Bucket": b, "Key": "rrs"},
+                   StorageClass="STANDARD")
+    assert shard_bytes("rrs") == [(3 << 20) // 2] * 4
+
+
 def _form(fields, file_bytes, filename="upload.bin", boundary="----openlake-test-7f3a"):
     """A multipart/form-data body: the fields in order, then the file."""
     out = b""

@@ -167,6 +167,9 @@ struct PutOptions {
   // The bucket's versioning state, which decides what the write keeps of the key's versions
   // (CreateUpload ignores it: Complete takes its own).
   Versioning versioning = Versioning::kUnversioned;
+  // S3's REDUCED_REDUNDANCY: coded with the set's reduced parity (StoreOptions::reduced_parity)
+  // instead of its parity (CreateUpload: every part of the upload).
+  bool reduced_redundancy = false;
 };
 
 // Conditional read (RFC 7232 as S3 applies it). ETags compare without quotes; "*" matches any.
@@ -395,6 +398,9 @@ struct StoreOptions {
   // Bytes per shard block (the unit of O_DIRECT I/O and of bitrot checksums); a multiple of
   // 4096. A window (what is encoded at once) is k × block_size bytes.
   uint32_t block_size = 1 << 20;
+  // Parity shards of objects written with PutOptions::reduced_redundancy; -1: one (as MinIO's
+  // REDUCED_REDUNDANCY default), or the set's parity when that is less. 0 ≤ it ≤ parity.
+  int reduced_parity = -1;
   // Objects up to this size keep their shards inside the metadata files.
   uint32_t inline_threshold = 128 << 10;
   // Windows being written or read ahead at once per stream.
