@@ -102,6 +102,28 @@ TEST_CASE("policy: NotAction, NotResource, negated and Null conditions", "[s3][p
   CHECK(p->Evaluate(r) == PolicyDecision::kNone);
 }
 
+TEST_CASE("policy: date conditions on the request's time", "[s3][policy]") {
+  // Public read until the end of 2030, and never before 2020 (aws:CurrentTime, ISO 8601 or
+  // epoch seconds on either side).
+  auto p = BucketPolicy::Parse(R"({"Statement": {"Effect": "Allow", "Principal": "*",
+      "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/*",
+      "Condition": {"DateLessThan": {"aws:CurrentTime": "2031-01-01T00:00:00Z"},
+                    "DateGreaterThanEquals": {"aws:EpochTime": "1577836800"}}}})", "b");
+  REQUIRE(p.ok());
+  PolicyRequest r = Req("s3:GetObject", "arn:aws:s3:::b/k");
+  r.keys["aws:currenttime"] = "2026-12-06T22:00:00Z";
+  r.keys["aws:epochtime"] = "1796594400";
+  CHECK(p->Evaluate(r) == PolicyDecision::kAllow);
+  r.keys["aws:currenttime"] = "2031-01-01T00:00:00Z";
+  CHECK(p->Evaluate(r) == PolicyDecision::kNone);
+  r.keys["aws:currenttime"] = "2019-06-01";
+  r.keys["aws:epochtime"] = "1559347200";
+  CHECK(p->Evaluate(r) == PolicyDecision::kNone);
+  CHECK(!BucketPolicy::Parse(R"({"Statement": {"Effect": "Allow", "Principal": "*",
+      "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/*",
+      "Condition": {"DateLessThan": {"aws:CurrentTime": "next tuesday"}}}})", "b").ok());
+}
+
 TEST_CASE("policy: documents S3 refuses", "[s3][policy]") {
   for (const char* bad : {
            "", "not json", "[]", R"({"Version": "2012-10-17"})", R"({"Statement": []})",

@@ -143,6 +143,9 @@ PolicyRequest PolicyRequestOf(const Call& c, std::string_view action, std::strin
   }
   r.keys["aws:principaltype"] = c.anonymous ? "Anonymous" : "User";
   r.keys["aws:securetransport"] = "false";  // TLS ends in a proxy in front, if anywhere
+  const absl::Time now = absl::Now();
+  r.keys["aws:currenttime"] = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", now, absl::UTCTimeZone());
+  r.keys["aws:epochtime"] = std::to_string(absl::ToUnixSeconds(now));
   std::string ip = c.ex.peer_address();
   if (!ip.empty()) r.keys["aws:sourceip"] = std::move(ip);
   constexpr std::pair<std::string_view, std::string_view> kHeaders[] = {

@@ -10,6 +10,9 @@
 #include <cctype>
 #include <charconv>
 #include <cstring>
+#include <optional>
+
+#include "absl/time/time.h"
 
 #include "openlake/status.h"
 #include "openlake/strings.h"
@@ -59,12 +62,29 @@ bool Strings(const pb::Value& v, std::vector<std::string>* out) {
 constexpr std::string_view kOperators[] = {
     "StringEquals", "StringNotEquals", "StringEqualsIgnoreCase", "StringNotEqualsIgnoreCase",
     "StringLike", "StringNotLike", "NumericEquals", "NumericNotEquals", "NumericLessThan",
-    "NumericLessThanEquals", "NumericGreaterThan", "NumericGreaterThanEquals", "Bool",
-    "IpAddress", "NotIpAddress", "Null"};
+    "NumericLessThanEquals", "NumericGreaterThan", "NumericGreaterThanEquals", "DateEquals",
+    "DateNotEquals", "DateLessThan", "DateLessThanEquals", "DateGreaterThan",
+    "DateGreaterThanEquals", "Bool", "IpAddress", "NotIpAddress", "Null"};
 
 bool Negated(std::string_view op) {
   return op == "StringNotEquals" || op == "StringNotEqualsIgnoreCase" || op == "StringNotLike" ||
-         op == "NumericNotEquals" || op == "NotIpAddress";
+         op == "NumericNotEquals" || op == "DateNotEquals" || op == "NotIpAddress";
+}
+
+// A policy date: ISO 8601 (a day, or a time with a zone) or seconds since the epoch.
+std::optional<absl::Time> ParsePolicyDate(std::string_view s) {
+  int64_t secs = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), secs);
+  if (!s.empty() && ec == std::errc() && end == s.data() + s.size()) {
+    return absl::FromUnixSeconds(secs);
+  }
+  const std::string text(s);
+  for (const char* format : {"%Y-%m-%dT%H:%M:%E*SZ", "%Y-%m-%dT%H:%M:%E*S%Ez", "%Y-%m-%d"}) {
+    absl::Time t;
+    std::string err;
+    if (absl::ParseTime(format, text, &t, &err)) return t;
+  }
+  return std::nullopt;
 }
 
 absl::Status ParsePrincipal(const pb::Value& v, BucketPolicy::Statement* st) {
@@ -152,6 +172,11 @@ absl::Status ParseConditions(const pb::Value& v, BucketPolicy::Statement* st) {
       c.if_exists = if_exists;
       c.key = Lower(key);
       if (!Strings(values, &c.values)) return Malformed("Invalid Condition value");
+      for (const std::string& value : c.values) {
+        if (c.op.rfind("Date", 0) == 0 && !ParsePolicyDate(value)) {
+          return Malformed(StrCat("Invalid Date value ", value, " for ", name));
+        }
+      }
       st->conditions.push_back(std::move(c));
     }
   }
@@ -237,6 +262,15 @@ bool ValueMatches(std::string_view op, std::string_view have, std::string_view w
   if (op == "StringLike" || op == "StringNotLike") return WildcardMatch(want, have);
   if (op == "Bool") return Lower(have) == Lower(want);
   if (op == "IpAddress" || op == "NotIpAddress") return IpInCidr(have, want);
+  if (op.substr(0, 4) == "Date") {
+    const std::optional<absl::Time> t = ParsePolicyDate(have), w = ParsePolicyDate(want);
+    if (!t || !w) return false;
+    if (op == "DateEquals" || op == "DateNotEquals") return *t == *w;
+    if (op == "DateLessThan") return *t < *w;
+    if (op == "DateLessThanEquals") return *t <= *w;
+    if (op == "DateGreaterThan") return *t > *w;
+    return *t >= *w;  // DateGreaterThanEquals
+  }
   double a = 0, b = 0;
   if (!ParseNumber(have, &a) || !ParseNumber(want, &b)) return false;
   if (op == "NumericEquals" || op == "NumericNotEquals") return a == b;

@@ -17,6 +17,7 @@
 #include "s3/api/form.h"
 #include "s3/api/ops.h"
 #include "s3/api/xml.h"
+#include "s3/auth/sigv2.h"
 
 #include "openlake/log.h"
 #include "openlake/strings.h"
@@ -29,7 +30,7 @@ namespace pb = google::protobuf;
 // Fields the policy need not name.
 bool Exempt(std::string_view lower) {
   return lower == "policy" || lower == "x-amz-signature" || lower == "file" ||
-         lower.substr(0, 9) == "x-ignore-";
+         lower == "awsaccesskeyid" || lower == "signature" || lower.substr(0, 9) == "x-ignore-";
 }
 
 struct Policy {
@@ -176,20 +177,28 @@ io::Task<void> PostObject(Call& c) {
   const std::string* credential = field("x-amz-credential");
   const std::string* date = field("x-amz-date");
   const std::string* signature = field("x-amz-signature");
-  if (policy_b64 == nullptr || signature == nullptr || credential == nullptr || date == nullptr ||
-      algorithm == nullptr) {
+  // SigV2's form: AWSAccessKeyId and signature (older SDKs, boto3 with signature "s3").
+  const std::string* v2_key = field("awsaccesskeyid");
+  const std::string* v2_signature = field("signature");
+  const bool v2 = algorithm == nullptr && v2_key != nullptr && v2_signature != nullptr;
+  if (policy_b64 == nullptr ||
+      (!v2 && (signature == nullptr || credential == nullptr || date == nullptr ||
+               algorithm == nullptr))) {
     co_await c.Error("AccessDenied", 403,
-                     "Anonymous POST uploads are not allowed: the form needs policy, "
-                     "x-amz-algorithm, x-amz-credential, x-amz-date and x-amz-signature.");
+                     "Anonymous POST uploads are not allowed: the form needs policy, and "
+                     "x-amz-algorithm, x-amz-credential, x-amz-date and x-amz-signature "
+                     "(SigV4) or AWSAccessKeyId and signature (SigV2).");
     co_return;
   }
-  if (*algorithm != "AWS4-HMAC-SHA256") {
+  if (!v2 && *algorithm != "AWS4-HMAC-SHA256") {
     co_await c.Error("InvalidArgument", 400, "x-amz-algorithm must be AWS4-HMAC-SHA256");
     co_return;
   }
   const CredentialSet& creds = c.opts.credentials;
   const SecretLookup secrets = [&creds](std::string_view key) { return creds.SecretOf(key); };
-  c.auth = VerifyPostPolicySigV4(*credential, *date, *policy_b64, *signature, secrets);
+  c.auth = v2 ? VerifyPostPolicySigV2(*v2_key, *policy_b64, *v2_signature, secrets,
+                                      c.opts.region)
+              : VerifyPostPolicySigV4(*credential, *date, *policy_b64, *signature, secrets);
   if (!c.auth.ok()) {
     co_await c.Error(c.auth.code, c.auth.http_status, c.auth.message);
     co_return;

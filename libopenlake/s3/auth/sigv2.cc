@@ -174,4 +174,26 @@ SigV4Result VerifySigV2(const SigV4Request& req, std::string_view bucket_from_ho
   return r;
 }
 
+SigV4Result VerifyPostPolicySigV2(std::string_view access_key, std::string_view policy_base64,
+                                  std::string_view signature, const SecretLookup& secrets,
+                                  std::string_view region) {
+  const std::optional<std::string> secret = secrets(access_key);
+  if (!secret) {
+    return AuthError("InvalidAccessKeyId", 403,
+                     "The AWS Access Key Id you provided does not exist in our records.");
+  }
+  const std::string expected = HmacSha1Base64(*secret, policy_base64);
+  if (expected.size() != signature.size() ||
+      CRYPTO_memcmp(expected.data(), signature.data(), expected.size()) != 0) {
+    return AuthError("SignatureDoesNotMatch", 403,
+                     "The request signature we calculated does not match the signature you "
+                     "provided. Check your key and signing method.");
+  }
+  SigV4Result r;
+  r.access_key = std::string(access_key);
+  r.region = std::string(region);
+  r.payload = std::string(kUnsignedPayload);
+  return r;
+}
+
 }  // namespace openlake::s3

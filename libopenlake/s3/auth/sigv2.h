@@ -22,4 +22,12 @@ SigV4Result VerifySigV2(const SigV4Request& req, std::string_view bucket_from_ho
                         const SecretLookup& secrets, int64_t now_unix, std::string_view region,
                         const SigV4Options& options = SigV4Options());
 
+// Verifies the SigV2 signature of a browser form upload's policy (POST /bucket with
+// AWSAccessKeyId, policy and signature fields, as boto3's generate_presigned_post makes with
+// signature version "s3"): the base64 HMAC-SHA1 of the base64 policy under the key's secret.
+// The result's region is `region` (SigV2 names none).
+SigV4Result VerifyPostPolicySigV2(std::string_view access_key, std::string_view policy_base64,
+                                  std::string_view signature, const SecretLookup& secrets,
+                                  std::string_view region);
+
 }  // namespace openlake::s3

@@ -615,6 +615,32 @@ def test_post_policy_uploads(s3, server, bucket_name):
     assert s3.get_object(Bucket=b, Key="plain.bin")["Body"].read() == b"plain bytes"
 
 
+def test_post_policy_uploads_signed_v2(server, bucket_name):
+    """The same form signed the SigV2 way (AWSAccessKeyId and signature fields), as
+    generate_presigned_post makes it for a client with signature_version "s3"."""
+    v2 = make_client(server, signature_version="s3")
+    b = bucket_name()
+    v2.create_bucket(Bucket=b)
+    post = v2.generate_presigned_post(
+        Bucket=b, Key="v2/${filename}", Fields={"x-amz-meta-tag": "old-sdk"},
+        Conditions=[["starts-with", "$key", "v2/"], {"x-amz-meta-tag": "old-sdk"},
+                    ["content-length-range", 1, 100]], ExpiresIn=600)
+    fields = dict(post["fields"])
+    assert "AWSAccessKeyId" in fields and "signature" in fields
+    status, _, body = _post(server, b, fields, b"form bytes", filename="f.txt")
+    assert status == 204, body
+    got = v2.get_object(Bucket=b, Key="v2/f.txt")
+    assert got["Body"].read() == b"form bytes" and got["Metadata"] == {"tag": "old-sdk"}
+    forged = dict(fields, signature="AAAAAAAAAAAAAAAAAAAAAAAAAAA=")
+    status, _, body = _post(server, b, forged, b"z")
+    assert (status, xml_code(body)) == (403, "SignatureDoesNotMatch")
+    unknown = dict(fields, AWSAccessKeyId="AKIANOBODYNOBODY0000")
+    status, _, body = _post(server, b, unknown, b"z")
+    assert (status, xml_code(body)) == (403, "InvalidAccessKeyId")
+    status, _, body = _post(server, b, fields, b"y" * 101, filename="big.txt")
+    assert (status, xml_code(body)) == (400, "EntityTooLarge")
+
+
 BOB_KEY = "OLE2EBOBACCESSKEY002"
 BOB_SECRET = "bob-secret-key-0123456789abcdefghijklmnopq"
 
