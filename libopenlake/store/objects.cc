@@ -147,6 +147,13 @@ io::Task<absl::StatusOr<DeleteResult>> Engine::DeleteObject(std::string bucket, 
   Resolved r = co_await ReadAndResolve(set, bucket, key, want);
   if (want) co_return co_await RemoveVersion(set, bucket, key, std::move(r));
   const ErrorKind kind = ErrorKindOf(r.status);
+  // A key with versions of its own ids is never removed whole by a delete that does not know
+  // the bucket is versioned (a stale view of its state): it gets a null delete marker.
+  for (const pb::ObjectVersion* v : r.versions) {
+    if (options.versioning == Versioning::kUnversioned && v->versioned()) {
+      options.versioning = Versioning::kSuspended;
+    }
+  }
   if (options.versioning == Versioning::kUnversioned) {
     if (!r.status.ok()) {
       if (kind != ErrorKind::kNoSuchKey && kind != ErrorKind::kDeleteMarker) co_return r.status;

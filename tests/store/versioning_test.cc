@@ -198,6 +198,23 @@ TEST_CASE("suspended versioning writes the null version and keeps the others",
   CHECK(Versions(f, all)->versions.size() == 2);
 }
 
+TEST_CASE("a delete unaware of versioning never removes a key's versions", "[store][versioning]") {
+  StoreFixture f(4);
+  REQUIRE(f.Open().ok());
+  REQUIRE(f.MakeBucket("bkt").ok());
+  auto v1 = f.Put("bkt", "k", "kept", Mode(Versioning::kEnabled));
+  REQUIRE(v1.ok());
+  // A caller with a stale view of the bucket (no versioning): a null marker, not a removal.
+  auto d = Delete(f, "k", Versioning::kUnversioned);
+  REQUIRE(d.ok());
+  CHECK(d->delete_marker);
+  CHECK(d->version_id == "null");
+  CHECK(*GetVersion(f, "k", v1->version_id) == "kept");
+  store::ListVersionsOptions all;
+  CHECK(Describe(*Versions(f, all)) ==
+        std::vector<std::string>{"k@nullD*", "k@" + v1->version_id});
+}
+
 TEST_CASE("listing versions pages through keys, versions and prefixes", "[store][versioning]") {
   StoreFixture f(8, 4);  // two sets: keys of one listing come from both
   REQUIRE(f.Open().ok());
