@@ -87,6 +87,7 @@ io::Task<absl::StatusOr<BucketInfo>> Engine::StatBucket(std::string bucket) {
       info.policy = meta.policy();
       info.acl = meta.acl();
       info.lifecycle = meta.lifecycle();
+      info.tagging = meta.tagging();
       info.versioning = meta.versioning() <= 2 ? static_cast<Versioning>(meta.versioning())
                                                 : Versioning::kEnabled;
       have_time = true;
@@ -141,6 +142,15 @@ io::Task<absl::Status> Engine::SetBucketLifecycle(std::string bucket, std::strin
   co_return s;
 }
 
+io::Task<absl::Status> Engine::SetBucketTagging(std::string bucket, std::string tagging) {
+  std::function<void(pb::BucketMeta&)> change =
+      [tagging = std::move(tagging)](pb::BucketMeta& m) { m.set_tagging(tagging); };
+  std::string what = "tags";
+  const absl::Status s =
+      co_await RewriteBucketRecord(std::move(bucket), std::move(what), std::move(change));
+  co_return s;
+}
+
 io::Task<absl::Status> Engine::RewriteBucketRecord(std::string bucket, std::string what,
                                                    std::function<void(pb::BucketMeta&)> change) {
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
@@ -164,6 +174,7 @@ io::Task<absl::Status> Engine::RewriteBucketRecord(std::string bucket, std::stri
     meta.set_acl(info.acl);
     meta.set_versioning(static_cast<uint32_t>(info.versioning));
     meta.set_lifecycle(info.lifecycle);
+    meta.set_tagging(info.tagging);
     change(meta);
     meta.set_updated_ns(now);
     absl::Status s = co_await AtomicReplace(*d->fs, BucketMetaPath(bucket),

@@ -152,6 +152,7 @@ class Engine final : public Store {
   io::Task<absl::Status> SetBucketAcl(std::string bucket, std::string acl) override;
   io::Task<absl::Status> SetBucketVersioning(std::string bucket, Versioning versioning) override;
   io::Task<absl::Status> SetBucketLifecycle(std::string bucket, std::string lifecycle) override;
+  io::Task<absl::Status> SetBucketTagging(std::string bucket, std::string tagging) override;
   io::Task<absl::StatusOr<BucketInfo>> StatBucket(std::string bucket) override;
   io::Task<absl::StatusOr<std::vector<BucketInfo>>> ListBuckets() override;
 

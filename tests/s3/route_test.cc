@@ -102,7 +102,7 @@ TEST_CASE("routing: refusals and what is not implemented", "[s3][route]") {
   CHECK(R("GET", "/bkt?list-type=1").error_code == "InvalidArgument");
   CHECK(R("PUT", "/bkt/k?partNumber=1").error_code == "InvalidArgument");
   CHECK(R("PUT", "/bkt/k?uploadId=u").error_code == "InvalidArgument");
-  for (const char* t : {"/bkt?policyStatus", "/bkt?tagging", "/bkt?cors",
+  for (const char* t : {"/bkt?policyStatus", "/bkt?website", "/bkt?cors",
                         "/bkt?object-lock", "/bkt/k?retention", "/bkt/k?select&select-type=2"}) {
     for (const char* m : {"GET", "PUT", "DELETE"}) {
       INFO(m << " " << t);
@@ -119,6 +119,9 @@ TEST_CASE("routing: refusals and what is not implemented", "[s3][route]") {
   CHECK(R("PUT", "/bkt?lifecycle").op == Op::kPutBucketLifecycle);
   CHECK(R("DELETE", "/bkt?lifecycle").op == Op::kDeleteBucketLifecycle);
   CHECK(R("POST", "/bkt?lifecycle").error_code == "MethodNotAllowed");
+  CHECK(R("GET", "/bkt?tagging").op == Op::kGetBucketTagging);
+  CHECK(R("PUT", "/bkt?tagging").op == Op::kPutBucketTagging);
+  CHECK(R("DELETE", "/bkt?tagging").op == Op::kDeleteBucketTagging);
   CHECK(R("PUT", "/bkt?versions").error_code == "MethodNotAllowed");
   CHECK(R("DELETE", "/bkt?versions").error_code == "MethodNotAllowed");
   CHECK(R("GET", "/bkt/k?versionId=3").op == Op::kGetObject);

@@ -15,7 +15,6 @@
 namespace openlake::s3 {
 namespace {
 
-constexpr size_t kMaxTags = 10;
 constexpr size_t kMaxKeyChars = 128;
 constexpr size_t kMaxValueChars = 256;
 
@@ -109,9 +108,11 @@ void SetTags(const TagSet& tags, std::map<std::string, std::string>* meta) {
   (*meta)[std::string(kTagsMeta)] = std::move(text);
 }
 
-bool ValidateTags(const TagSet& tags, S3Error* error) {
-  if (tags.size() > kMaxTags) {
-    *error = S3Error{"InvalidTag", 400, "Object tags cannot be greater than 10"};
+bool ValidateTags(const TagSet& tags, S3Error* error, size_t max_tags) {
+  if (tags.size() > max_tags) {
+    *error = S3Error{"InvalidTag", 400,
+                     max_tags == kMaxBucketTags ? "Bucket tag count cannot be greater than 50"
+                                                : "Object tags cannot be greater than 10"};
     return false;
   }
   std::set<std::string_view> keys;
@@ -153,37 +154,47 @@ bool TagsFromHeader(const http::Request& req, std::map<std::string, std::string>
   return true;
 }
 
-io::Task<void> GetObjectTagging(Call& c) {
-  std::optional<store::ObjectInfo> info = co_await StatRouted(c);
-  if (!info) co_return;
-  AddVersionHeader(c, *info);
+std::string TaggingXml(const TagSet& tags) {
   XmlWriter w("Tagging");
   w.Open("TagSet");
-  for (const auto& [key, value] : TagsOf(info->user_meta)) {
+  for (const auto& [key, value] : tags) {
     w.Open("Tag");
     w.Element("Key", key);
     w.Element("Value", value);
     w.Close();
   }
   w.Close();
-  std::string body = w.Finish();
+  return w.Finish();
+}
+
+io::Task<std::optional<TagSet>> ReadTagging(Call& c, size_t max_tags) {
+  std::string doc;
+  const bool have_doc = co_await ReadDocument(c, c.opts.max_xml_bytes, &doc);
+  if (!have_doc) co_return std::nullopt;
+  absl::StatusOr<TagSet> tags = ParseTagging(doc);
+  if (!tags.ok()) {
+    co_await FailMalformedDocument(c, tags.status());
+    co_return std::nullopt;
+  }
+  S3Error err;
+  if (!ValidateTags(*tags, &err, max_tags)) {
+    co_await c.Error(std::move(err));
+    co_return std::nullopt;
+  }
+  co_return *std::move(tags);
+}
+
+io::Task<void> GetObjectTagging(Call& c) {
+  std::optional<store::ObjectInfo> info = co_await StatRouted(c);
+  if (!info) co_return;
+  AddVersionHeader(c, *info);
+  std::string body = TaggingXml(TagsOf(info->user_meta));
   co_await c.Xml(200, std::move(body));
 }
 
 io::Task<void> PutObjectTagging(Call& c) {
-  std::string doc;
-  const bool have_doc = co_await ReadDocument(c, c.opts.max_xml_bytes, &doc);
-  if (!have_doc) co_return;
-  absl::StatusOr<TagSet> tags = ParseTagging(doc);
-  if (!tags.ok()) {
-    co_await FailMalformedDocument(c, tags.status());
-    co_return;
-  }
-  S3Error err;
-  if (!ValidateTags(*tags, &err)) {
-    co_await c.Error(std::move(err));
-    co_return;
-  }
+  std::optional<TagSet> tags = co_await ReadTagging(c, kMaxTags);
+  if (!tags) co_return;
   co_await WriteTags(c, *tags, 200);  // an empty TagSet removes the tags
 }
 

@@ -163,10 +163,20 @@ inline constexpr std::string_view kTagsMeta = "tag:set";
 TagSet TagsOf(const std::map<std::string, std::string>& meta);
 // `tags` into `meta` (none removes the entry).
 void SetTags(const TagSet& tags, std::map<std::string, std::string>* meta);
-// S3's limits: at most 10 tags, keys of 1 to 128 characters, values of at most 256, keys
-// unique and not starting with "aws:", letters, digits, spaces and + - = . _ : / @ only; false
-// with the S3 error (InvalidTag, BadRequest).
-bool ValidateTags(const TagSet& tags, S3Error* error);
+// S3's limits: at most `max_tags` tags (an object's 10, a bucket's 50), keys of 1 to 128
+// characters, values of at most 256, keys unique and not starting with "aws:", letters,
+// digits, spaces and + - = . _ : / @ only; false with the S3 error (InvalidTag, BadRequest).
+inline constexpr size_t kMaxTags = 10;
+inline constexpr size_t kMaxBucketTags = 50;
+bool ValidateTags(const TagSet& tags, S3Error* error, size_t max_tags = kMaxTags);
+// The <Tagging> document of `tags` (GetObjectTagging, GetBucketTagging).
+std::string TaggingXml(const TagSet& tags);
+// The request's <Tagging> document, parsed and checked; nullopt after answering the error.
+io::Task<std::optional<TagSet>> ReadTagging(Call& c, size_t max_tags);
+// Bucket tagging (bucket_tagging_ops.cc).
+io::Task<void> GetBucketTagging(Call& c);
+io::Task<void> PutBucketTagging(Call& c);
+io::Task<void> DeleteBucketTagging(Call& c);
 // x-amz-tagging of the request into `meta` (absent: nothing changes); false with the S3 error.
 bool TagsFromHeader(const http::Request& req, std::map<std::string, std::string>* meta,
                     S3Error* error);

@@ -92,6 +92,9 @@ std::string_view PolicyAction(Op op) {
     case Op::kGetBucketLifecycle: return "s3:GetLifecycleConfiguration";
     case Op::kPutBucketLifecycle:
     case Op::kDeleteBucketLifecycle: return "s3:PutLifecycleConfiguration";
+    case Op::kGetBucketTagging: return "s3:GetBucketTagging";
+    case Op::kPutBucketTagging:
+    case Op::kDeleteBucketTagging: return "s3:PutBucketTagging";
     case Op::kListMultipartUploads: return "s3:ListBucketMultipartUploads";
     case Op::kDeleteBucket: return "s3:DeleteBucket";
     case Op::kGetBucketPolicy: return "s3:GetBucketPolicy";

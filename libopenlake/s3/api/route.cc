@@ -10,8 +10,8 @@ namespace {
 constexpr std::string_view kBucketUnsupported[] = {
     "accelerate", "analytics", "cors", "encryption", "intelligent-tiering", "inventory",
     "logging", "metrics", "notification", "object-lock", "ownershipControls",
-    "policyStatus", "publicAccessBlock", "replication", "requestPayment", "tagging",
-    "website", "session"};
+    "policyStatus", "publicAccessBlock", "replication", "requestPayment", "website",
+    "session"};
 constexpr std::string_view kObjectUnsupported[] = {
     "legal-hold", "restore", "retention", "select", "torrent"};
 
@@ -63,6 +63,9 @@ std::string_view OpName(Op op) {
     case Op::kGetBucketLifecycle: return "GetBucketLifecycleConfiguration";
     case Op::kPutBucketLifecycle: return "PutBucketLifecycleConfiguration";
     case Op::kDeleteBucketLifecycle: return "DeleteBucketLifecycle";
+    case Op::kGetBucketTagging: return "GetBucketTagging";
+    case Op::kPutBucketTagging: return "PutBucketTagging";
+    case Op::kDeleteBucketTagging: return "DeleteBucketTagging";
     case Op::kListObjects: return "ListObjects";
     case Op::kListObjectsV2: return "ListObjectsV2";
     case Op::kListMultipartUploads: return "ListMultipartUploads";
@@ -147,6 +150,12 @@ Route RouteRequest(const http::Request& req, const RouteOptions& options) {
     if (r.Has("versioning")) {
       if (m != "GET" && m != "PUT") return MethodNotAllowed(std::move(r));
       r.op = m == "GET" ? Op::kGetBucketVersioning : Op::kPutBucketVersioning;
+      return r;
+    }
+    if (r.Has("tagging")) {
+      if (m != "GET" && m != "PUT" && m != "DELETE") return MethodNotAllowed(std::move(r));
+      r.op = m == "GET" ? Op::kGetBucketTagging
+                        : (m == "PUT" ? Op::kPutBucketTagging : Op::kDeleteBucketTagging);
       return r;
     }
     if (r.Has("lifecycle")) {

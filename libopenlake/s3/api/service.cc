@@ -186,6 +186,9 @@ io::Task<void> S3Service::Dispatch(Call& c) {
     case Op::kGetBucketLifecycle: co_await GetBucketLifecycle(c); break;
     case Op::kPutBucketLifecycle: co_await PutBucketLifecycle(c); break;
     case Op::kDeleteBucketLifecycle: co_await DeleteBucketLifecycle(c); break;
+    case Op::kGetBucketTagging: co_await GetBucketTagging(c); break;
+    case Op::kPutBucketTagging: co_await PutBucketTagging(c); break;
+    case Op::kDeleteBucketTagging: co_await DeleteBucketTagging(c); break;
     case Op::kGetBucketPolicy: co_await GetBucketPolicy(c); break;
     case Op::kPutBucketPolicy: co_await PutBucketPolicy(c); break;
     case Op::kDeleteBucketPolicy: co_await DeleteBucketPolicy(c); break;

@@ -704,6 +704,35 @@ def test_users_own_their_buckets(tmp_path, bucket_name):
         assert srv.stop() == 0
 
 
+def test_bucket_tagging(s3, server, bucket_name):
+    """Get/Put/DeleteBucketTagging: up to 50 tags under S3's rules, NoSuchTagSet without."""
+    b = bucket_name()
+    s3.create_bucket(Bucket=b)
+    with pytest.raises(ClientError) as e:
+        s3.get_bucket_tagging(Bucket=b)
+    assert error_code(e) == ("NoSuchTagSet", 404)
+    tags = [{"Key": "team", "Value": "training"}, {"Key": "cost center", "Value": "a/b+c=d"}]
+    r = s3.put_bucket_tagging(Bucket=b, Tagging={"TagSet": tags})
+    assert r["ResponseMetadata"]["HTTPStatusCode"] == 204
+    assert s3.get_bucket_tagging(Bucket=b)["TagSet"] == tags
+    many = [{"Key": f"k{i}", "Value": "v"} for i in range(50)]
+    s3.put_bucket_tagging(Bucket=b, Tagging={"TagSet": many})
+    assert len(s3.get_bucket_tagging(Bucket=b)["TagSet"]) == 50
+    for bad in (many + [{"Key": "k50", "Value": "v"}], [{"Key": "aws:x", "Value": "v"}],
+                [{"Key": "dup", "Value": "1"}, {"Key": "dup", "Value": "2"}]):
+        with pytest.raises(ClientError) as e:
+            s3.put_bucket_tagging(Bucket=b, Tagging={"TagSet": bad})
+        assert error_code(e) == ("InvalidTag", 400)
+    assert len(s3.get_bucket_tagging(Bucket=b)["TagSet"]) == 50  # unchanged
+    s3.delete_bucket_tagging(Bucket=b)
+    with pytest.raises(ClientError) as e:
+        s3.get_bucket_tagging(Bucket=b)
+    assert error_code(e) == ("NoSuchTagSet", 404)
+    # Bucket tags are not object tags.
+    s3.put_object(Bucket=b, Key="k", Body=b"x")
+    assert s3.get_object_tagging(Bucket=b, Key="k")["TagSet"] == []
+
+
 def test_object_tagging(s3, server, bucket_name):
     """Tags set by x-amz-tagging on PUT, multipart uploads and copies, and by
     Get/Put/DeleteObjectTagging; changing them leaves the ETag and Last-Modified alone."""

@@ -100,6 +100,7 @@ struct BucketInfo {
   std::string acl;     // its S3 ACL as the S3 layer encodes it, "" when never set
   Versioning versioning = Versioning::kUnversioned;
   std::string lifecycle;  // its S3 lifecycle configuration (the S3 layer's XML), "" when none
+  std::string tagging;    // its S3 tags (the S3 layer's encoding), "" when none
 };
 
 struct PartSummary {
@@ -460,6 +461,8 @@ class OL_EXPORT Store {
   // The same for its lifecycle configuration ("" removes it; kept as given).
   virtual io::Task<absl::Status> SetBucketLifecycle(std::string bucket,
                                                     std::string lifecycle) = 0;
+  // The same for its tags ("" removes them; kept as given).
+  virtual io::Task<absl::Status> SetBucketTagging(std::string bucket, std::string tagging) = 0;
   virtual io::Task<absl::StatusOr<BucketInfo>> StatBucket(std::string bucket) = 0;
   virtual io::Task<absl::StatusOr<std::vector<BucketInfo>>> ListBuckets() = 0;
 
