@@ -63,13 +63,12 @@ io::Task<absl::Status> Engine::MakeBucket(std::string bucket, std::string owner)
   co_return absl::OkStatus();
 }
 
-io::Task<absl::StatusOr<BucketInfo>> Engine::StatBucket(std::string bucket) {
+io::Task<absl::StatusOr<pb::BucketMeta>> Engine::NewestBucketRecord(std::string bucket) {
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
   int online = 0, present = 0;
-  BucketInfo info;
-  info.name = bucket;
-  bool have_time = false;
-  int64_t newest = -1;
+  pb::BucketMeta newest;
+  newest.set_name(bucket);
+  newest.set_updated_ns(-1);
   for (auto& d : drives_) {
     if (!d->online.load()) continue;
     ++online;
@@ -80,44 +79,45 @@ io::Task<absl::StatusOr<BucketInfo>> Engine::StatBucket(std::string bucket) {
     absl::StatusOr<std::string> bytes = co_await ReadWholeFile(*d->fs, BucketMetaPath(bucket));
     pb::BucketMeta meta;
     if (bytes.ok() && DecodeRecord(RecordType::kBucketMeta, *bytes, &meta).ok() &&
-        meta.updated_ns() > newest) {
-      newest = meta.updated_ns();
-      info.created = FromNs(meta.created_ns());
-      info.owner = meta.owner();
-      info.policy = meta.policy();
-      info.acl = meta.acl();
-      info.lifecycle = meta.lifecycle();
-      info.tagging = meta.tagging();
-      info.versioning = meta.versioning() <= 2 ? static_cast<Versioning>(meta.versioning())
-                                                : Versioning::kEnabled;
-      have_time = true;
+        meta.updated_ns() > newest.updated_ns()) {
+      newest = std::move(meta);
     }
   }
   if (present == 0 || present * 2 < online) {
     co_return Error(ErrorKind::kNoSuchBucket, StrCat("bucket \"", bucket, "\" does not exist"));
   }
-  if (!have_time) info.created = absl::UnixEpoch();
+  if (newest.updated_ns() < 0) newest.set_updated_ns(0);  // folders without a record
+  newest.set_name(bucket);
+  co_return newest;
+}
+
+io::Task<absl::StatusOr<BucketInfo>> Engine::StatBucket(std::string bucket) {
+  OL_CO_ASSIGN_OR_RETURN(pb::BucketMeta meta, co_await NewestBucketRecord(bucket));
+  BucketInfo info;
+  info.name = std::move(bucket);
+  info.created = FromNs(meta.created_ns());  // the epoch for folders without a record
+  info.owner = meta.owner();
+  info.policy = meta.policy();
+  info.acl = meta.acl();
+  info.lifecycle = meta.lifecycle();
+  info.tagging = meta.tagging();
+  info.versioning = meta.versioning() <= 2 ? static_cast<Versioning>(meta.versioning())
+                                            : Versioning::kEnabled;
   co_return info;
 }
 
+// The setters change one field of the newest record (RewriteBucketRecord); plain functions
+// handing on its task.
 io::Task<absl::Status> Engine::SetBucketPolicy(std::string bucket, std::string policy) {
-  std::function<void(pb::BucketMeta&)> change = [policy = std::move(policy)](pb::BucketMeta& m) {
-    m.set_policy(policy);
-  };
-  std::string what = "policy";
-  const absl::Status s =
-      co_await RewriteBucketRecord(std::move(bucket), std::move(what), std::move(change));
-  co_return s;
+  return RewriteBucketRecord(std::move(bucket), "policy",
+                             [policy = std::move(policy)](pb::BucketMeta& m) {
+                               m.set_policy(policy);
+                             });
 }
 
 io::Task<absl::Status> Engine::SetBucketAcl(std::string bucket, std::string acl) {
-  std::function<void(pb::BucketMeta&)> change = [acl = std::move(acl)](pb::BucketMeta& m) {
-    m.set_acl(acl);
-  };
-  std::string what = "ACL";
-  const absl::Status s =
-      co_await RewriteBucketRecord(std::move(bucket), std::move(what), std::move(change));
-  co_return s;
+  return RewriteBucketRecord(std::move(bucket), "ACL",
+                             [acl = std::move(acl)](pb::BucketMeta& m) { m.set_acl(acl); });
 }
 
 io::Task<absl::Status> Engine::SetBucketVersioning(std::string bucket, Versioning versioning) {
@@ -134,21 +134,17 @@ io::Task<absl::Status> Engine::SetBucketVersioning(std::string bucket, Versionin
 }
 
 io::Task<absl::Status> Engine::SetBucketLifecycle(std::string bucket, std::string lifecycle) {
-  std::function<void(pb::BucketMeta&)> change =
-      [lifecycle = std::move(lifecycle)](pb::BucketMeta& m) { m.set_lifecycle(lifecycle); };
-  std::string what = "lifecycle";
-  const absl::Status s =
-      co_await RewriteBucketRecord(std::move(bucket), std::move(what), std::move(change));
-  co_return s;
+  return RewriteBucketRecord(std::move(bucket), "lifecycle",
+                             [lifecycle = std::move(lifecycle)](pb::BucketMeta& m) {
+                               m.set_lifecycle(lifecycle);
+                             });
 }
 
 io::Task<absl::Status> Engine::SetBucketTagging(std::string bucket, std::string tagging) {
-  std::function<void(pb::BucketMeta&)> change =
-      [tagging = std::move(tagging)](pb::BucketMeta& m) { m.set_tagging(tagging); };
-  std::string what = "tags";
-  const absl::Status s =
-      co_await RewriteBucketRecord(std::move(bucket), std::move(what), std::move(change));
-  co_return s;
+  return RewriteBucketRecord(std::move(bucket), "tags",
+                             [tagging = std::move(tagging)](pb::BucketMeta& m) {
+                               m.set_tagging(tagging);
+                             });
 }
 
 io::Task<absl::Status> Engine::RewriteBucketRecord(std::string bucket, std::string what,
@@ -156,29 +152,19 @@ io::Task<absl::Status> Engine::RewriteBucketRecord(std::string bucket, std::stri
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
   const std::string lock_name = StrCat("b:", bucket);
   LockGuard lock = co_await locks_.Lock(lock_name, true);
-  OL_CO_ASSIGN_OR_RETURN(BucketInfo info, co_await StatBucket(bucket));
-  const int64_t now = NowNs();
+  OL_CO_ASSIGN_OR_RETURN(pb::BucketMeta newest, co_await NewestBucketRecord(bucket));
+  change(newest);
+  newest.set_updated_ns(NowNs());
+  const std::string record = EncodeRecord(RecordType::kBucketMeta, newest);
   const int total = static_cast<int>(drives_.size());
   int ok = 0;
   for (auto& d : drives_) {
     if (!d->online.load()) continue;
     auto e = d->fs->Exists(bucket);
     if (!e.ok() || !*e) continue;
-    // The newest record (StatBucket's choice) changed, on every drive: one that missed an
-    // earlier change catches up.
-    pb::BucketMeta meta;
-    meta.set_name(bucket);
-    meta.set_created_ns(absl::ToUnixNanos(info.created));
-    meta.set_owner(info.owner);
-    meta.set_policy(info.policy);
-    meta.set_acl(info.acl);
-    meta.set_versioning(static_cast<uint32_t>(info.versioning));
-    meta.set_lifecycle(info.lifecycle);
-    meta.set_tagging(info.tagging);
-    change(meta);
-    meta.set_updated_ns(now);
-    absl::Status s = co_await AtomicReplace(*d->fs, BucketMetaPath(bucket),
-                                            EncodeRecord(RecordType::kBucketMeta, meta), true);
+    // The newest record changed, on every drive: one that missed an earlier change catches
+    // up.
+    absl::Status s = co_await AtomicReplace(*d->fs, BucketMetaPath(bucket), record, true);
     if (s.ok()) {
       ++ok;
     } else {

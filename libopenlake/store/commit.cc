@@ -14,22 +14,6 @@
 #include "openlake/strings.h"
 
 namespace openlake::store {
-namespace {
-
-// The records of `m` that are among `versions`.
-std::vector<pb::ObjectVersion> GoodRecords(const MetaRead& m,
-                                           const std::vector<const pb::ObjectVersion*>& versions) {
-  std::vector<pb::ObjectVersion> out;
-  if (m.kind != MetaRead::kOk) return out;
-  for (const pb::ObjectVersion& v : m.meta.versions()) {
-    for (const pb::ObjectVersion* good : versions) {
-      if (v.version_id() == good->version_id() && SameVersion(v, *good)) out.push_back(v);
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 io::Task<absl::Status> Engine::CommitOnDrive(int set, int pos, const std::string& bucket,
                                              const std::string& key, const DriveCommit& dc,

@@ -95,6 +95,10 @@ struct Resolved {
 // Whether record a is newer than b (later time; the larger id on a tie).
 bool Newer(const pb::ObjectVersion* a, const pb::ObjectVersion* b);
 
+// quorum.cc: the records one drive answered (`m`) that are among `versions` (Resolved's).
+std::vector<pb::ObjectVersion> GoodRecords(const MetaRead& m,
+                                           const std::vector<const pb::ObjectVersion*>& versions);
+
 // The state of one object write being committed, per position of the set.
 struct DriveCommit {
   bool use = false;
@@ -228,8 +232,11 @@ class Engine final : public Store {
   }
   Placement PlaceObject(std::string_view bucket, std::string_view key) const;
 
-  // buckets.cc: rewrites the bucket's newest record, changed by `change`, on every drive
-  // holding the bucket (a majority of all drives must take it).
+  // buckets.cc: the newest bucket record any drive holds (an empty one, named, for folders
+  // without a record); NoSuchBucket unless the folder is on at least half the online drives.
+  io::Task<absl::StatusOr<pb::BucketMeta>> NewestBucketRecord(std::string bucket);
+  // Rewrites the bucket's newest record, changed by `change`, on every drive holding the
+  // bucket (a majority of all drives must take it).
   io::Task<absl::Status> RewriteBucketRecord(std::string bucket, std::string what,
                                              std::function<void(pb::BucketMeta&)> change);
 

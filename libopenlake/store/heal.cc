@@ -124,13 +124,7 @@ io::Task<absl::StatusOr<HealOutcome>> Engine::HealOne(std::string bucket, std::s
   for (int p = 0; p < n_; ++p) {
     const MetaRead& m = r.reads[static_cast<size_t>(p)];
     if (fs(set, p) == nullptr) continue;
-    for (const pb::ObjectVersion& v : m.meta.versions()) {
-      for (const pb::ObjectVersion* good : r.versions) {
-        if (v.version_id() == good->version_id() && SameVersion(v, *good)) {
-          drives.held[static_cast<size_t>(p)].push_back(v);
-        }
-      }
-    }
+    drives.held[static_cast<size_t>(p)] = GoodRecords(m, r.versions);
     // Records beyond the agreed ones (a write that never reached quorum, superseded ones).
     drives.stale[static_cast<size_t>(p)] =
         m.kind == MetaRead::kOk &&

@@ -1,4 +1,6 @@
 // Stat, delete and copy of objects; conditional requests and byte ranges.
+#include <algorithm>
+
 #include "store/engine.h"
 #include "store/errors.h"
 #include "store/names.h"
@@ -221,13 +223,12 @@ io::Task<absl::StatusOr<DeleteResult>> Engine::RemoveVersion(int set, std::strin
   for (int p = 0; p < n_; ++p) {
     const MetaRead& m = r.reads[static_cast<size_t>(p)];
     if (m.kind != MetaRead::kOk || fs(set, p) == nullptr) continue;
-    std::vector<pb::ObjectVersion> rest;
-    for (const pb::ObjectVersion& v : m.meta.versions()) {
-      if (v.deleted() || IdentityOf(v) == identity) continue;
-      bool good = false;
-      for (const pb::ObjectVersion* g : r.versions) good = good || SameVersion(v, *g);
-      if (good) rest.push_back(v);
-    }
+    std::vector<pb::ObjectVersion> rest = GoodRecords(m, r.versions);
+    rest.erase(std::remove_if(rest.begin(), rest.end(),
+                              [&](const pb::ObjectVersion& v) {
+                                return IdentityOf(v) == identity;
+                              }),
+               rest.end());
     if (static_cast<int>(rest.size()) == m.meta.versions_size()) {
       writes.push_back(Done());  // nothing of it here, nothing stray
       continue;

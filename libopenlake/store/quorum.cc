@@ -167,6 +167,18 @@ Resolved Engine::ResolveReads(std::vector<MetaRead> reads,
   return r;
 }
 
+std::vector<pb::ObjectVersion> GoodRecords(const MetaRead& m,
+                                           const std::vector<const pb::ObjectVersion*>& versions) {
+  std::vector<pb::ObjectVersion> out;
+  if (m.kind != MetaRead::kOk) return out;
+  for (const pb::ObjectVersion& v : m.meta.versions()) {
+    for (const pb::ObjectVersion* good : versions) {
+      if (v.version_id() == good->version_id() && SameVersion(v, *good)) out.push_back(v);
+    }
+  }
+  return out;
+}
+
 io::Task<Resolved> Engine::ReadAndResolve(int set, std::string bucket, std::string key,
                                           std::optional<std::string> want) {
   std::vector<io::Task<MetaRead>> reads;
