@@ -32,6 +32,16 @@ std::string FormatIsoTime(absl::Time t) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone());
 }
 
+std::optional<absl::Time> ParseIsoDate(std::string_view text) {
+  const std::string s(text);
+  for (const char* format : {"%Y-%m-%dT%H:%M:%E*SZ", "%Y-%m-%dT%H:%M:%E*S%Ez", "%Y-%m-%d"}) {
+    absl::Time t;
+    std::string err;
+    if (absl::ParseTime(format, s, &t, &err)) return t;
+  }
+  return std::nullopt;
+}
+
 std::optional<store::RangeSpec> ParseRange(std::string_view value) {
   value = Trim(value);
   if (value.substr(0, 6) != "bytes=") return std::nullopt;

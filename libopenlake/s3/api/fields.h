@@ -22,6 +22,9 @@ namespace openlake::s3 {
 
 // "2009-10-12T17:50:30.000Z", as S3's XML carries times.
 std::string FormatIsoTime(absl::Time t);
+// An ISO 8601 time with a zone ("2030-01-01T00:00:00Z", fractions allowed) or a day
+// ("2030-01-01", midnight UTC), as lifecycle rules and policy conditions name dates.
+std::optional<absl::Time> ParseIsoDate(std::string_view text);
 
 // A Range header as S3 takes it: one "bytes=" range. nullopt when absent, malformed or a list
 // of several ranges: the whole object is then served, as RFC 9110 and S3 do.

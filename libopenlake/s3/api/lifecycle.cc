@@ -48,16 +48,6 @@ bool Days(std::string_view text, std::string_view what, std::optional<int>* out,
   return true;
 }
 
-std::optional<absl::Time> ParseDate(std::string_view text) {
-  const std::string s(TrimSpace(text));
-  for (const char* format : {"%Y-%m-%dT%H:%M:%E*SZ", "%Y-%m-%dT%H:%M:%E*S%Ez", "%Y-%m-%d"}) {
-    absl::Time t;
-    std::string err;
-    if (absl::ParseTime(format, s, &t, &err)) return t;
-  }
-  return std::nullopt;
-}
-
 bool RuleFromDocument(const LifecycleRuleDocument& d, LifecycleRule* r, S3Error* error) {
   auto malformed = [error](std::string why) {
     *error = {"MalformedXML", 400,
@@ -101,7 +91,7 @@ bool RuleFromDocument(const LifecycleRuleDocument& d, LifecycleRule* r, S3Error*
   if (d.expiration) {
     if (!Days(d.days, "Days", &r->expiration_days, error)) return false;
     if (!d.date.empty()) {
-      r->expiration_date = ParseDate(d.date);
+      r->expiration_date = ParseIsoDate(TrimSpace(d.date));
       if (!r->expiration_date) return malformed("Date is an ISO 8601 date");
       if (absl::ToUnixSeconds(*r->expiration_date) % kDaySeconds != 0) {
         *error = {"InvalidArgument", 400, "'Date' must be at midnight GMT"};

@@ -72,9 +72,14 @@ io::Task<bool> LifecycleScanner::RunRound(absl::Time now) {
     if (b.name != cursor_bucket_) cursor_key_.clear();
     cursor_bucket_ = b.name;
     if (b.lifecycle.empty()) continue;
-    const bool done = co_await ScanBucket(b, now, &budget);
+    absl::StatusOr<LifecycleConfig> config = ParseKeptLifecycle(b.lifecycle);
+    if (!config.ok()) {
+      totals_.errors.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    const bool done = co_await ScanBucket(b, *config, now, &budget);
     if (!done) co_return false;  // out of budget: the next round goes on from the cursor
-    co_await AbortUploads(b, now);
+    co_await AbortUploads(b, *config, now);
   }
   cursor_bucket_.clear();
   cursor_key_.clear();
@@ -82,13 +87,8 @@ io::Task<bool> LifecycleScanner::RunRound(absl::Time now) {
   co_return true;
 }
 
-io::Task<bool> LifecycleScanner::ScanBucket(store::BucketInfo bucket, absl::Time now,
-                                            uint64_t* budget) {
-  absl::StatusOr<LifecycleConfig> config = ParseKeptLifecycle(bucket.lifecycle);
-  if (!config.ok()) {
-    totals_.errors.fetch_add(1, std::memory_order_relaxed);
-    co_return true;
-  }
+io::Task<bool> LifecycleScanner::ScanBucket(store::BucketInfo bucket, LifecycleConfig config,
+                                            absl::Time now, uint64_t* budget) {
   store::ListVersionsOptions o;
   o.key_marker = cursor_key_;
   o.max_keys = kPage;
@@ -111,7 +111,7 @@ io::Task<bool> LifecycleScanner::ScanBucket(store::BucketInfo bucket, absl::Time
         if (*budget == 0) co_return false;
         --*budget;
         totals_.keys_scanned.fetch_add(1, std::memory_order_relaxed);
-        const KeyActions actions = Evaluate(*config, pending, now);
+        const KeyActions actions = Evaluate(config, pending, now);
         const std::string key = pending.front().key;
         for (const std::string& id : actions.remove_versions) {
           const bool removed =
@@ -144,9 +144,9 @@ io::Task<bool> LifecycleScanner::ScanBucket(store::BucketInfo bucket, absl::Time
   }
 }
 
-io::Task<void> LifecycleScanner::AbortUploads(store::BucketInfo bucket, absl::Time now) {
-  absl::StatusOr<LifecycleConfig> config = ParseKeptLifecycle(bucket.lifecycle);
-  if (!config.ok() || !HasAbortRule(*config)) co_return;
+io::Task<void> LifecycleScanner::AbortUploads(store::BucketInfo bucket, LifecycleConfig config,
+                                              absl::Time now) {
+  if (!HasAbortRule(config)) co_return;
   store::ListUploadsOptions o;
   o.max_uploads = kPage;
   while (true) {
@@ -156,7 +156,7 @@ io::Task<void> LifecycleScanner::AbortUploads(store::BucketInfo bucket, absl::Ti
       co_return;
     }
     for (const store::UploadInfo& u : page->uploads) {
-      if (!AbortsUpload(*config, u.key, u.initiated, now)) continue;
+      if (!AbortsUpload(config, u.key, u.initiated, now)) continue;
       const absl::Status st = co_await store_.AbortUpload(bucket.name, u.key, u.upload_id);
       const bool gone = st.ok() || store::ErrorKindOf(st) == store::ErrorKind::kNoSuchUpload;
       (gone ? totals_.uploads_aborted : totals_.errors).fetch_add(1, std::memory_order_relaxed);

@@ -12,6 +12,8 @@
 
 #include "absl/time/time.h"
 
+#include "s3/api/lifecycle.h"
+
 #include "openlake/io/task.h"
 #include "openlake/store/store.h"
 
@@ -43,9 +45,11 @@ class LifecycleScanner {
   const LifecycleTotals& totals() const { return totals_; }
 
  private:
-  // Scans `bucket` from `cursor_key_` until done (true) or out of budget (false).
-  io::Task<bool> ScanBucket(store::BucketInfo bucket, absl::Time now, uint64_t* budget);
-  io::Task<void> AbortUploads(store::BucketInfo bucket, absl::Time now);
+  // Scans `bucket` under its rules `config` from `cursor_key_` until done (true) or out of
+  // budget (false).
+  io::Task<bool> ScanBucket(store::BucketInfo bucket, LifecycleConfig config, absl::Time now,
+                            uint64_t* budget);
+  io::Task<void> AbortUploads(store::BucketInfo bucket, LifecycleConfig config, absl::Time now);
 
   store::Store& store_;
   LifecycleLimits limits_;

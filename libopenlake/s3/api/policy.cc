@@ -14,6 +14,8 @@
 
 #include "absl/time/time.h"
 
+#include "s3/api/fields.h"
+
 #include "openlake/status.h"
 #include "openlake/strings.h"
 
@@ -78,13 +80,7 @@ std::optional<absl::Time> ParsePolicyDate(std::string_view s) {
   if (!s.empty() && ec == std::errc() && end == s.data() + s.size()) {
     return absl::FromUnixSeconds(secs);
   }
-  const std::string text(s);
-  for (const char* format : {"%Y-%m-%dT%H:%M:%E*SZ", "%Y-%m-%dT%H:%M:%E*S%Ez", "%Y-%m-%d"}) {
-    absl::Time t;
-    std::string err;
-    if (absl::ParseTime(format, text, &t, &err)) return t;
-  }
-  return std::nullopt;
+  return ParseIsoDate(s);
 }
 
 absl::Status ParsePrincipal(const pb::Value& v, BucketPolicy::Statement* st) {

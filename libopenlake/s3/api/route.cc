@@ -27,6 +27,21 @@ Route MethodNotAllowed(Route r) {
               "The specified method is not allowed against this resource.");
 }
 
+// A sub-resource with a GET, a PUT and a DELETE operation (policy, tagging, lifecycle);
+// another method is MethodNotAllowed.
+Route GetPutDelete(Route r, std::string_view method, Op get, Op put, Op del) {
+  if (method == "GET") {
+    r.op = get;
+  } else if (method == "PUT") {
+    r.op = put;
+  } else if (method == "DELETE") {
+    r.op = del;
+  } else {
+    return MethodNotAllowed(std::move(r));
+  }
+  return r;
+}
+
 Route NotImplemented(Route r, std::string what) {
   r.op = Op::kNotImplemented;
   r.what = std::move(what);
@@ -153,16 +168,12 @@ Route RouteRequest(const http::Request& req, const RouteOptions& options) {
       return r;
     }
     if (r.Has("tagging")) {
-      if (m != "GET" && m != "PUT" && m != "DELETE") return MethodNotAllowed(std::move(r));
-      r.op = m == "GET" ? Op::kGetBucketTagging
-                        : (m == "PUT" ? Op::kPutBucketTagging : Op::kDeleteBucketTagging);
-      return r;
+      return GetPutDelete(std::move(r), m, Op::kGetBucketTagging, Op::kPutBucketTagging,
+                          Op::kDeleteBucketTagging);
     }
     if (r.Has("lifecycle")) {
-      if (m != "GET" && m != "PUT" && m != "DELETE") return MethodNotAllowed(std::move(r));
-      r.op = m == "GET" ? Op::kGetBucketLifecycle
-                        : (m == "PUT" ? Op::kPutBucketLifecycle : Op::kDeleteBucketLifecycle);
-      return r;
+      return GetPutDelete(std::move(r), m, Op::kGetBucketLifecycle, Op::kPutBucketLifecycle,
+                          Op::kDeleteBucketLifecycle);
     }
     if (r.Has("versions")) {
       if (m != "GET") return MethodNotAllowed(std::move(r));
@@ -170,15 +181,12 @@ Route RouteRequest(const http::Request& req, const RouteOptions& options) {
       return r;
     }
     if (r.Has("policy")) {
-      if (m != "GET" && m != "PUT" && m != "DELETE") return MethodNotAllowed(std::move(r));
-      r.op = m == "GET" ? Op::kGetBucketPolicy
-                        : (m == "PUT" ? Op::kPutBucketPolicy : Op::kDeleteBucketPolicy);
-      return r;
+      return GetPutDelete(std::move(r), m, Op::kGetBucketPolicy, Op::kPutBucketPolicy,
+                          Op::kDeleteBucketPolicy);
     }
     if (m == "GET") {
       if (r.Has("location")) {
         r.op = Op::kGetBucketLocation;
-
       } else if (r.Has("uploads")) {
         r.op = Op::kListMultipartUploads;
       } else if (const std::string* v = r.Param("list-type"); v != nullptr) {
@@ -215,9 +223,8 @@ Route RouteRequest(const http::Request& req, const RouteOptions& options) {
     if (m != "GET" && m != "PUT") return MethodNotAllowed(std::move(r));
     r.op = m == "GET" ? Op::kGetObjectAcl : Op::kPutObjectAcl;
   } else if (r.Has("tagging")) {
-    if (m != "GET" && m != "PUT" && m != "DELETE") return MethodNotAllowed(std::move(r));
-    r.op = m == "GET" ? Op::kGetObjectTagging
-                      : (m == "PUT" ? Op::kPutObjectTagging : Op::kDeleteObjectTagging);
+    return GetPutDelete(std::move(r), m, Op::kGetObjectTagging, Op::kPutObjectTagging,
+                        Op::kDeleteObjectTagging);
   } else if (m == "GET") {
     r.op = upload ? Op::kListParts : Op::kGetObject;
   } else if (m == "HEAD") {
