@@ -16,6 +16,44 @@ namespace {
 
 int Majority(int total) { return total / 2 + 1; }
 
+// A bucket's folder and record on one drive.
+io::Task<absl::Status> MakeBucketOn(DriveApi* d, std::string bucket, std::string record) {
+  std::string none;
+  OL_CO_RETURN_IF_ERROR(co_await d->MakeDirs(bucket, none));
+  std::string path = BucketMetaPath(bucket);
+  const absl::Status s = co_await d->WriteFile(path, std::move(record), true);
+  co_return s;
+}
+
+// Removes a bucket's folder, uploads and record from one drive.
+io::Task<absl::Status> DeleteBucketOn(DriveApi* d, std::string bucket) {
+  OL_CO_RETURN_IF_ERROR(co_await d->Trash(bucket));
+  std::string uploads = StrCat(kMultipartDir, "/", bucket);
+  OL_CO_RETURN_IF_ERROR(co_await d->Trash(uploads));
+  std::string path = BucketMetaPath(bucket);
+  const absl::Status s = co_await d->Unlink(path);
+  if (!s.ok() && !absl::IsNotFound(s)) co_return s;
+  std::string root;
+  const absl::Status synced = co_await d->SyncDir(root);
+  co_return synced;
+}
+
+// The bucket's record on one drive: NotFound without its folder; an empty record (updated
+// -1) when the folder has none or it does not decode.
+io::Task<absl::StatusOr<pb::BucketMeta>> BucketRecordOn(DriveApi* d, std::string bucket) {
+  absl::StatusOr<bool> e = co_await d->Exists(bucket);
+  if (!e.ok()) co_return e.status();
+  if (!*e) co_return absl::NotFoundError("no bucket folder");
+  std::string path = BucketMetaPath(bucket);
+  absl::StatusOr<std::string> bytes = co_await d->ReadFile(path);
+  pb::BucketMeta meta;
+  if (!bytes.ok() || !DecodeRecord(RecordType::kBucketMeta, *bytes, &meta).ok()) {
+    meta.Clear();
+    meta.set_updated_ns(-1);
+  }
+  co_return meta;
+}
+
 }  // namespace
 
 io::Task<absl::Status> Engine::MakeBucket(std::string bucket, std::string owner) {
@@ -23,12 +61,14 @@ io::Task<absl::Status> Engine::MakeBucket(std::string bucket, std::string owner)
   LockGuard lock = co_await locks_.Lock(StrCat("b:", bucket), true);
   const int total = static_cast<int>(drives_.size());
   int online = 0, present = 0;
+  std::vector<io::Task<absl::StatusOr<bool>>> probes;
   for (auto& d : drives_) {
     if (!d->online.load()) continue;
     ++online;
-    auto e = d->fs->Exists(bucket);
-    if (e.ok() && *e) ++present;
+    probes.push_back(d->api->Exists(bucket));
   }
+  std::vector<absl::StatusOr<bool>> found = co_await io::WhenAll(std::move(probes));
+  for (const absl::StatusOr<bool>& e : found) present += e.ok() && *e ? 1 : 0;
   if (present > 0 && present * 2 >= online) {
     co_return Error(ErrorKind::kBucketExists, StrCat("bucket \"", bucket, "\" already exists"));
   }
@@ -39,22 +79,29 @@ io::Task<absl::Status> Engine::MakeBucket(std::string bucket, std::string owner)
   meta.set_updated_ns(meta.created_ns());
   const std::string record = EncodeRecord(RecordType::kBucketMeta, meta);
   int ok = 0;
-  std::vector<Drive*> made;
+  std::vector<Drive*> tried;
+  std::vector<io::Task<absl::Status>> makes;
   for (auto& d : drives_) {
     if (!d->online.load()) continue;
-    absl::Status s = d->fs->MakeDirs(bucket, "");
-    if (s.ok()) s = co_await AtomicReplace(*d->fs, BucketMetaPath(bucket), record, true);
-    if (s.ok()) {
+    tried.push_back(d.get());
+    makes.push_back(MakeBucketOn(d->api.get(), bucket, record));
+  }
+  std::vector<absl::Status> results = co_await io::WhenAll(std::move(makes));
+  std::vector<Drive*> made;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].ok()) {
       ++ok;
-      made.push_back(d.get());
+      made.push_back(tried[i]);
     } else {
-      OL_LOG(kWarning) << "store: creating bucket " << bucket << " on " << d->path << ": " << s;
+      OL_LOG(kWarning) << "store: creating bucket " << bucket << " on " << tried[i]->path << ": "
+                       << results[i];
     }
   }
   if (ok < Majority(total)) {
+    const std::string path = BucketMetaPath(bucket);
     for (Drive* d : made) {
-      (void)d->fs->RemoveDir(bucket);
-      (void)d->fs->Unlink(BucketMetaPath(bucket));
+      (void)co_await d->api->RemoveDir(bucket);
+      (void)co_await d->api->Unlink(path);
     }
     co_return Error(ErrorKind::kInsufficientDrives,
                     StrCat("bucket \"", bucket, "\" reached ", ok, " drives; ",
@@ -69,19 +116,18 @@ io::Task<absl::StatusOr<pb::BucketMeta>> Engine::NewestBucketRecord(std::string 
   pb::BucketMeta newest;
   newest.set_name(bucket);
   newest.set_updated_ns(-1);
+  // Every drive's record: one that missed a policy change (offline then) is older.
+  std::vector<io::Task<absl::StatusOr<pb::BucketMeta>>> reads;
   for (auto& d : drives_) {
     if (!d->online.load()) continue;
     ++online;
-    auto e = d->fs->Exists(bucket);
-    if (!e.ok() || !*e) continue;
+    reads.push_back(BucketRecordOn(d->api.get(), bucket));
+  }
+  std::vector<absl::StatusOr<pb::BucketMeta>> records = co_await io::WhenAll(std::move(reads));
+  for (absl::StatusOr<pb::BucketMeta>& meta : records) {
+    if (!meta.ok()) continue;
     ++present;
-    // Every drive's record: one that missed a policy change (offline then) is older.
-    absl::StatusOr<std::string> bytes = co_await ReadWholeFile(*d->fs, BucketMetaPath(bucket));
-    pb::BucketMeta meta;
-    if (bytes.ok() && DecodeRecord(RecordType::kBucketMeta, *bytes, &meta).ok() &&
-        meta.updated_ns() > newest.updated_ns()) {
-      newest = std::move(meta);
-    }
+    if (meta->updated_ns() > newest.updated_ns()) newest = *std::move(meta);
   }
   if (present == 0 || present * 2 < online) {
     co_return Error(ErrorKind::kNoSuchBucket, StrCat("bucket \"", bucket, "\" does not exist"));
@@ -157,14 +203,15 @@ io::Task<absl::Status> Engine::RewriteBucketRecord(std::string bucket, std::stri
   newest.set_updated_ns(NowNs());
   const std::string record = EncodeRecord(RecordType::kBucketMeta, newest);
   const int total = static_cast<int>(drives_.size());
+  const std::string path = BucketMetaPath(bucket);
   int ok = 0;
   for (auto& d : drives_) {
     if (!d->online.load()) continue;
-    auto e = d->fs->Exists(bucket);
+    absl::StatusOr<bool> e = co_await d->api->Exists(bucket);
     if (!e.ok() || !*e) continue;
     // The newest record changed, on every drive: one that missed an earlier change catches
     // up.
-    absl::Status s = co_await AtomicReplace(*d->fs, BucketMetaPath(bucket), record, true);
+    absl::Status s = co_await d->api->WriteFile(path, record, true);
     if (s.ok()) {
       ++ok;
     } else {
@@ -186,7 +233,8 @@ io::Task<absl::StatusOr<std::vector<BucketInfo>>> Engine::ListBuckets() {
   for (auto& d : drives_) {
     if (!d->online.load()) continue;
     ++online;
-    auto entries = d->fs->ReadDir("");
+    std::string root;
+    absl::StatusOr<std::vector<DirEntry>> entries = co_await d->api->ReadDir(root);
     if (!entries.ok()) continue;
     for (const DirEntry& e : *entries) {
       if (e.is_dir && ValidateBucketName(e.name).ok()) ++seen[e.name];
@@ -206,8 +254,10 @@ io::Task<absl::Status> Engine::DeleteBucket(std::string bucket) {
   LockGuard lock = co_await locks_.Lock(StrCat("b:", bucket), true);
   OL_CO_RETURN_IF_ERROR((co_await StatBucket(bucket)).status());
   for (int s = 0; s < sets_; ++s) {
-    OL_CO_ASSIGN_OR_RETURN(std::vector<WalkItem> items,
-                           WalkSet(s, bucket, "", "", "", 1, k_));
+    WalkRequest req;
+    req.bucket = bucket;
+    req.limit = 1;
+    OL_CO_ASSIGN_OR_RETURN(std::vector<WalkItem> items, co_await WalkSet(s, req, k_));
     if (!items.empty()) {
       co_return Error(ErrorKind::kBucketNotEmpty,
                       StrCat("bucket \"", bucket, "\" is not empty (holds \"", items[0].key,
@@ -219,13 +269,7 @@ io::Task<absl::Status> Engine::DeleteBucket(std::string bucket) {
   for (auto& d : drives_) {
     if (!d->online.load()) continue;
     // Leftovers of failed writes and pending uploads go with it, into the trash.
-    absl::Status st = Trash(*d->fs, bucket);
-    if (st.ok()) st = Trash(*d->fs, StrCat(kMultipartDir, "/", bucket));
-    if (st.ok()) {
-      auto e = d->fs->Exists(BucketMetaPath(bucket));
-      if (e.ok() && *e) st = d->fs->Unlink(BucketMetaPath(bucket));
-    }
-    if (st.ok()) st = co_await SyncDir(*d->fs, "");
+    absl::Status st = co_await DeleteBucketOn(d->api.get(), bucket);
     if (st.ok()) ++ok;
     else OL_LOG(kWarning) << "store: deleting bucket " << bucket << " on " << d->path << ": " << st;
   }

@@ -19,22 +19,8 @@ io::Task<absl::Status> Engine::CommitOnDrive(int set, int pos, const std::string
                                              const std::string& key, const DriveCommit& dc,
                                              std::vector<pb::ObjectVersion> others,
                                              bool sync_dir) {
-  FileBackend* f = fs(set, pos);
-  if (f == nullptr) co_return Error(ErrorKind::kInsufficientDrives, "drive offline");
-  const std::string dir = ObjectDir(bucket, key);
-  absl::Status s = co_await MakeDirsDurable(*f, dir, bucket);
-  if (absl::IsNotFound(s)) {
-    co_return Error(ErrorKind::kNoSuchBucket,
-                    StrCat("bucket \"", bucket, "\" is missing on ", f->root()));
-  }
-  OL_CO_RETURN_IF_ERROR(s);
-  const std::string new_data = DataDirOf(dc.version);
-  if (!dc.staged_dir.empty()) {
-    // A data folder of this version may be there already (a heal, a retried commit).
-    OL_CO_RETURN_IF_ERROR(Trash(*f, StrCat(dir, "/", new_data)));
-    OL_CO_RETURN_IF_ERROR(f->Rename(dc.staged_dir, StrCat(dir, "/", new_data)));
-    OL_CO_RETURN_IF_ERROR(co_await SyncDir(*f, dir));
-  }
+  DriveApi* d = api(set, pos);
+  if (d == nullptr) co_return Error(ErrorKind::kInsufficientDrives, "drive offline");
   std::vector<const pb::ObjectVersion*> all{&dc.version};
   for (const pb::ObjectVersion& v : others) {
     if (v.version_id() != dc.version.version_id()) all.push_back(&v);
@@ -44,43 +30,24 @@ io::Task<absl::Status> Engine::CommitOnDrive(int set, int pos, const std::string
   meta.set_bucket(bucket);
   meta.set_key(key);
   for (const pb::ObjectVersion* v : all) *meta.add_versions() = *v;
-  OL_CO_RETURN_IF_ERROR(co_await AtomicReplace(*f, StrCat(dir, "/", kMetaName),
-                                               EncodeRecord(RecordType::kObjectMeta, meta),
-                                               sync_dir));
-  // Data folders no record uses (failed writes, versions already replaced) go.
-  absl::flat_hash_set<std::string> used;
-  for (const pb::ObjectVersion* v : all) used.insert(DataDirOf(*v));
-  auto entries = f->ReadDir(dir);
-  if (entries.ok()) {
-    for (const DirEntry& e : *entries) {
-      if (e.name.rfind(kDataPrefix, 0) == 0 && !used.contains(e.name)) {
-        (void)Trash(*f, StrCat(dir, "/", e.name));
-      }
-    }
-  }
-  co_return absl::OkStatus();
+  CommitStep step;
+  step.bucket = bucket;
+  step.key = key;
+  step.staged_dir = dc.staged_dir;
+  step.data_dir = DataDirOf(dc.version);
+  step.meta = EncodeRecord(RecordType::kObjectMeta, meta);
+  for (const pb::ObjectVersion* v : all) step.keep_data_dirs.push_back(DataDirOf(*v));
+  step.sync_dir = sync_dir;
+  const absl::Status s = co_await d->CommitObject(std::move(step));
+  co_return s;
 }
 
-absl::Status Engine::RemoveObjectOnDrive(int set, int pos, const std::string& bucket,
-                                         const std::string& key) {
-  FileBackend* f = fs(set, pos);
-  if (f == nullptr) return Error(ErrorKind::kInsufficientDrives, "drive offline");
-  std::string dir = ObjectDir(bucket, key);
-  auto entries = f->ReadDir(dir);
-  if (!entries.ok()) return absl::IsNotFound(entries.status()) ? absl::OkStatus() : entries.status();
-  for (const DirEntry& e : *entries) {
-    if (e.name == kMetaName) {
-      OL_RETURN_IF_ERROR(f->Unlink(StrCat(dir, "/", e.name)));
-    } else if (e.name.rfind(kDataPrefix, 0) == 0) {
-      OL_RETURN_IF_ERROR(Trash(*f, StrCat(dir, "/", e.name)));
-    }
-  }
-  // Prune folders left empty, up to (not including) the bucket.
-  while (dir.size() > bucket.size()) {
-    if (!f->RemoveDir(dir).ok()) break;
-    dir = ParentOf(dir);
-  }
-  return absl::OkStatus();
+io::Task<absl::Status> Engine::RemoveObjectOnDrive(int set, int pos, std::string bucket,
+                                                   std::string key) {
+  DriveApi* d = api(set, pos);
+  if (d == nullptr) co_return Error(ErrorKind::kInsufficientDrives, "drive offline");
+  const absl::Status s = co_await d->RemoveObject(std::move(bucket), std::move(key));
+  co_return s;
 }
 
 io::Task<absl::Status> Engine::CommitVersion(int set, std::string bucket, std::string key,
@@ -135,7 +102,7 @@ io::Task<absl::Status> Engine::CommitVersion(int set, std::string bucket, std::s
     // Roll back the drives that took it: what they held before becomes theirs again.
     for (int p = 0; p < n_; ++p) {
       if (!done[static_cast<size_t>(p)]) continue;
-      if (fs(set, p) == nullptr) continue;
+      if (api(set, p) == nullptr) continue;
       std::vector<pb::ObjectVersion>& before = held[static_cast<size_t>(p)];
       if (!before.empty()) {
         DriveCommit back;
@@ -144,7 +111,8 @@ io::Task<absl::Status> Engine::CommitVersion(int set, std::string bucket, std::s
         absl::Status s = co_await CommitOnDrive(set, p, bucket, key, back, before);
         if (!s.ok()) QueueHeal(bucket, key);
       } else {
-        if (!RemoveObjectOnDrive(set, p, bucket, key).ok()) QueueHeal(bucket, key);
+        const absl::Status s = co_await RemoveObjectOnDrive(set, p, bucket, key);
+        if (!s.ok()) QueueHeal(bucket, key);
       }
     }
     if (ErrorKindOf(first_error) == ErrorKind::kNoSuchBucket && ok == 0) co_return first_error;
@@ -160,7 +128,8 @@ io::Task<absl::Status> Engine::CommitVersion(int set, std::string bucket, std::s
     if (!done[static_cast<size_t>(p)]) continue;
     const DriveCommit& dc = commits[static_cast<size_t>(p)];
     if (dc.version.deleted()) {
-      if (!RemoveObjectOnDrive(set, p, bucket, key).ok()) QueueHeal(bucket, key);
+      const absl::Status s = co_await RemoveObjectOnDrive(set, p, bucket, key);
+      if (!s.ok()) QueueHeal(bucket, key);
       continue;
     }
     std::vector<pb::ObjectVersion>& others = held[static_cast<size_t>(p)];

@@ -1,7 +1,9 @@
 // The object engine's internals: the drives, the erasure sets, and the Engine that implements
 // the public Store. Each concern has its own file:
 //   engine_open.cc   drive formats, positions, Store::Open, the trash purger
-//   drive_io.cc      coroutine helpers on one drive (read a record, write one durably, sync)
+//   drive_api.h      the per-drive API the engine goes through: local_drive.cc (a FileBackend),
+//                    drive_walk.cc (one drive's listing walk)
+//   drive_io.cc      coroutine helpers on one backend (read a record, write one durably, sync)
 //   quorum.cc        reading an object's metadata on every drive and choosing its version
 //   commit.cc        the two-phase metadata commit every write, delete and heal goes through
 //   writer.cc        streaming an object or part in: windows, encoding, parallel shard writes
@@ -26,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 
 #include "store/store.pb.h"
+#include "store/drive_api.h"
 #include "store/inline_cache.h"
 #include "store/locks.h"
 #include "store/meta.h"
@@ -39,9 +42,14 @@
 
 namespace openlake::store {
 
+class LocalDrive;
+
 struct Drive {
   std::string path;
-  std::unique_ptr<FileBackend> fs;  // null when the folder is missing
+  std::unique_ptr<FileBackend> fs;  // a drive of this node: null when the folder is missing
+  // What the engine goes through: a LocalDrive over `fs` (`local`), or a remote drive.
+  std::unique_ptr<DriveApi> api;
+  LocalDrive* local = nullptr;
   int set = -1;
   int position = -1;
   std::atomic<bool> online{false};
@@ -223,8 +231,10 @@ class Engine final : public Store {
   NamespaceLocks& locks() { return locks_; }
   InlineCache& inline_cache() { return inline_cache_; }
   Drive& drive(int set, int pos) { return *drives_[static_cast<size_t>(set * n_ + pos)]; }
-  // The drive's backend when it is online, else null.
-  FileBackend* fs(int set, int pos);
+  // The drive when it is online, else null.
+  DriveApi* api(int set, int pos);
+  // Puts `api` in the place of drive (set, pos), a remote drive (tests, the cluster).
+  void SetDriveApi(int set, int pos, std::unique_ptr<DriveApi> api);
   void MarkOffline(int set, int pos, const absl::Status& why);
   // Counts an I/O error or damaged data found on a drive (Drive::errors).
   void CountDriveError(int set, int pos) {
@@ -252,8 +262,8 @@ class Engine final : public Store {
   io::Task<Resolved> ResolveForRead(int set, std::string bucket, std::string key,
                                     std::optional<std::string> want = std::nullopt);
   // NoSuchBucket or NoSuchKey, depending on whether the bucket exists on the set's drives.
-  absl::Status NotFoundError(int set, std::string_view bucket, std::string_view key);
-  bool BucketExistsOnSet(int set, std::string_view bucket);
+  io::Task<absl::Status> NotFoundError(int set, std::string bucket, std::string key);
+  io::Task<bool> BucketExistsOnSet(int set, std::string bucket);
 
   // commit.cc: commits `commits` (per position) as a version of the object under the
   // object's exclusive lock (the caller holds it), beside the versions each drive holds; once
@@ -277,16 +287,18 @@ class Engine final : public Store {
   io::Task<absl::Status> RewriteRecords(int set, int pos, std::string bucket, std::string key,
                                         std::vector<pb::ObjectVersion> records);
   // Removes an object's folder entries on one drive (into the trash) and prunes empty parents.
-  absl::Status RemoveObjectOnDrive(int set, int pos, const std::string& bucket,
-                                   const std::string& key);
-  // Renames `path` on the drive into its trash (missing is fine).
-  absl::Status Trash(FileBackend& fs, const std::string& path);
+  io::Task<absl::Status> RemoveObjectOnDrive(int set, int pos, std::string bucket,
+                                             std::string key);
+  // Wakes the trash purger (something went into a local drive's trash).
+  void WakePurger();
 
   // writer.cc / multipart.cc: make a finished stream visible.
   io::Task<absl::StatusOr<ObjectInfo>> CommitPut(const WriteTarget& t, WriteResult w);
   io::Task<absl::StatusOr<ObjectInfo>> CommitPart(const WriteTarget& t, WriteResult w);
-  // Moves tmp/<id> of every drive into the trash (a writer that will not commit).
+  // Moves tmp/<id> of every drive into the trash (a writer that will not commit), in the
+  // background on this reactor.
   void DiscardStaging(int set, const std::string& staged_dir);
+  io::Task<void> TrashOnSet(int set, std::string path);
   absl::StatusOr<std::unique_ptr<ObjectWriter>> NewWriter(WriteTarget t, int64_t size);
 
   // heal.cc
@@ -297,23 +309,13 @@ class Engine final : public Store {
   void BackgroundDone() { background_.fetch_sub(1, std::memory_order_release); }
 
   // listing.cc
-  struct WalkItem {
-    std::string key;
-    bool is_prefix = false;
-  };
-  // Up to `limit` items of `set` in key order after `marker` (see listing.cc). Objects need
-  // metadata on `min_count` drives.
+  // Up to `limit` items of `set` in key order after `marker`: the drives' walks merged (see
+  // listing.cc). Objects need metadata on `min_count` drives.
+  io::Task<absl::StatusOr<std::vector<WalkItem>>> WalkSet(int set, WalkRequest request,
+                                                          int min_count);
   // WalkSet over every set, merged: up to `limit` items in key order (objects need metadata on
   // k drives).
-  absl::StatusOr<std::vector<WalkItem>> WalkAll(const std::string& bucket,
-                                                const std::string& prefix,
-                                                const std::string& delimiter,
-                                                const std::string& marker, size_t limit);
-  absl::StatusOr<std::vector<WalkItem>> WalkSet(int set, const std::string& bucket,
-                                                const std::string& prefix,
-                                                const std::string& delimiter,
-                                                const std::string& marker, size_t limit,
-                                                int min_count);
+  io::Task<absl::StatusOr<std::vector<WalkItem>>> WalkAll(WalkRequest request);
 
  private:
   absl::Status LoadDrives();

@@ -11,6 +11,7 @@
 #include "store/drive_probe.h"
 #include "store/engine.h"
 #include "store/errors.h"
+#include "store/local_drive.h"
 #include "store/names.h"
 
 #include "openlake/io/buffer.h"
@@ -326,6 +327,11 @@ absl::Status Engine::LoadDrives() {
   // One process per drive; a clean staging area.
   for (auto& dp : drives_) {
     Drive& d = *dp;
+    if (d.fs != nullptr) {
+      auto local = std::make_unique<LocalDrive>(d.fs.get(), [this] { WakePurger(); });
+      d.local = local.get();
+      d.api = std::move(local);
+    }
     if (!d.online) continue;
     const std::string fmt = d.path + "/" + std::string(kFormatFile);
     d.lock_fd = open(fmt.c_str(), O_RDONLY | O_CLOEXEC);
@@ -337,7 +343,7 @@ absl::Status Engine::LoadDrives() {
     for (std::string_view dir : {kTmpDir, kTrashDir, kBucketMetaDir, kMultipartDir}) {
       if (s.ok()) s = d.fs->MakeDirs(dir, "");
     }
-    if (s.ok()) s = Trash(*d.fs, std::string(kTmpDir));
+    if (s.ok()) s = d.local->TrashNow(std::string(kTmpDir));
     if (s.ok()) s = d.fs->MakeDirs(kTmpDir, "");
     if (!s.ok()) {
       d.online = false;
@@ -410,9 +416,15 @@ std::vector<DriveInfo> Engine::Drives() const {
   return out;
 }
 
-FileBackend* Engine::fs(int set, int pos) {
+DriveApi* Engine::api(int set, int pos) {
   Drive& d = drive(set, pos);
-  return d.online.load(std::memory_order_relaxed) ? d.fs.get() : nullptr;
+  return d.online.load(std::memory_order_relaxed) ? d.api.get() : nullptr;
+}
+
+void Engine::SetDriveApi(int set, int pos, std::unique_ptr<DriveApi> api) {
+  Drive& d = drive(set, pos);
+  d.local = nullptr;
+  d.api = std::move(api);
 }
 
 void Engine::MarkOffline(int set, int pos, const absl::Status& why) {
@@ -427,17 +439,12 @@ Placement Engine::PlaceObject(std::string_view bucket, std::string_view key) con
   return Place(sip_key_, static_cast<uint32_t>(sets_), static_cast<uint32_t>(n_), bucket, key);
 }
 
-absl::Status Engine::Trash(FileBackend& fs, const std::string& path) {
-  auto exists = fs.Exists(path);
-  if (!exists.ok()) return exists.status();
-  if (!*exists) return absl::OkStatus();
-  OL_RETURN_IF_ERROR(fs.Rename(path, StrCat(kTrashDir, "/", Hex(NewVersionId()))));
+void Engine::WakePurger() {
   {
     absl::MutexLock l(&purge_mu_);  // a flag's worth: the purger never holds it while it works
     purge_wanted_ = true;
   }
   purge_cv_.Signal();
-  return absl::OkStatus();
 }
 
 void Engine::StartPurger() {

@@ -106,13 +106,13 @@ io::Task<absl::StatusOr<HealOutcome>> Engine::HealOne(std::string bucket, std::s
     // Not an object (deleted, or a write that never reached quorum): clear what is left.
     bool cleaned = false;
     for (int p = 0; p < n_; ++p) {
-      if (fs(set, p) == nullptr) continue;
+      if (api(set, p) == nullptr) continue;
       if (r.reads[static_cast<size_t>(p)].kind == MetaRead::kNotFound) continue;
       if (r.reads[static_cast<size_t>(p)].kind == MetaRead::kError &&
           ErrorKindOf(r.reads[static_cast<size_t>(p)].error) == ErrorKind::kInsufficientDrives) {
         continue;
       }
-      OL_CO_RETURN_IF_ERROR(RemoveObjectOnDrive(set, p, bucket, key));
+      OL_CO_RETURN_IF_ERROR(co_await RemoveObjectOnDrive(set, p, bucket, key));
       cleaned = true;
     }
     co_return HealOutcome{cleaned, 0, 0};
@@ -123,7 +123,7 @@ io::Task<absl::StatusOr<HealOutcome>> Engine::HealOne(std::string bucket, std::s
   drives.stale.assign(static_cast<size_t>(n_), false);
   for (int p = 0; p < n_; ++p) {
     const MetaRead& m = r.reads[static_cast<size_t>(p)];
-    if (fs(set, p) == nullptr) continue;
+    if (api(set, p) == nullptr) continue;
     drives.held[static_cast<size_t>(p)] = GoodRecords(m, r.versions);
     // Records beyond the agreed ones (a write that never reached quorum, superseded ones).
     drives.stale[static_cast<size_t>(p)] =
@@ -144,7 +144,7 @@ io::Task<absl::StatusOr<HealOutcome>> Engine::HealOne(std::string bucket, std::s
   // more than the agreed versions.
   for (int p = 0; p < n_; ++p) {
     std::vector<pb::ObjectVersion>& held = drives.held[static_cast<size_t>(p)];
-    if (!drives.stale[static_cast<size_t>(p)] || held.empty() || fs(set, p) == nullptr) continue;
+    if (!drives.stale[static_cast<size_t>(p)] || held.empty() || api(set, p) == nullptr) continue;
     DriveCommit dc;
     dc.use = true;
     dc.version = held.front();
@@ -165,7 +165,7 @@ io::Task<absl::Status> Engine::HealVersion(int set, std::string bucket, std::str
   std::vector<bool> bad(n, false);
   std::vector<bool> online(n, false);
   for (uint32_t p = 0; p < n; ++p) {
-    online[p] = fs(set, static_cast<int>(p)) != nullptr;
+    online[p] = api(set, static_cast<int>(p)) != nullptr;
     bad[p] = online[p] && copy[p] == nullptr;
   }
   const std::string data_dir = StrCat(ObjectDir(bucket, key), "/", DataDirOf(v));
@@ -217,31 +217,26 @@ io::Task<absl::Status> Engine::HealVersion(int set, std::string bucket, std::str
       if (L > 0) fixed[p].mutable_parts(0)->add_block_crc(Crc64(sh.data(), L));
     }
   } else if (!v.delete_marker()) {
-    // Pass 1: which drives hold every block intact.
-    io::AlignedBuffer buf(B);
-    if (!buf) co_return absl::ResourceExhaustedError("store: out of memory for healing");
+    // Pass 1: which drives hold every block intact, checked on the drives, all at once.
     for (int pi = 0; pi < v.parts_size(); ++pi) {
       const pb::Part& part = v.parts(pi);
-      const uint64_t blocks = BlockCount(part.size(), k, B);
+      std::vector<io::Task<absl::StatusOr<bool>>> checks;
+      std::vector<uint32_t> who;
       for (uint32_t p = 0; p < n; ++p) {
         if (!online[p] || bad[p]) continue;
         const pb::ObjectVersion* c = copy[p];
-        if (c->parts(pi).block_crc_size() != static_cast<int>(blocks)) {
-          bad[p] = true;
-          continue;
-        }
-        FileBackend* f = fs(set, static_cast<int>(p));
-        auto h = f->Open(StrCat(data_dir, "/", part.file()), OpenMode::kRead);
-        if (!h.ok()) {
-          if (blocks > 0) bad[p] = true;
-          continue;
-        }
-        for (uint64_t b = 0; b < blocks && !bad[p]; ++b) {
-          const auto L = static_cast<uint32_t>(ShardBlockLen(part.size(), b, k, B, false));
-          const bool ok = co_await ReadShardBlock(h->get(), reinterpret_cast<uint8_t*>(buf.data()),
-                                                  L, b * B, c->parts(pi).block_crc(static_cast<int>(b)));
-          if (!ok) bad[p] = true;
-        }
+        VerifyRequest req;
+        req.path = StrCat(data_dir, "/", part.file());
+        req.part_size = part.size();
+        req.data_shards = k;
+        req.block_size = B;
+        req.block_crcs.assign(c->parts(pi).block_crc().begin(), c->parts(pi).block_crc().end());
+        checks.push_back(api(set, static_cast<int>(p))->VerifyFile(std::move(req)));
+        who.push_back(p);
+      }
+      std::vector<absl::StatusOr<bool>> verdicts = co_await io::WhenAll(std::move(checks));
+      for (size_t i = 0; i < verdicts.size(); ++i) {
+        if (!verdicts[i].ok() || !*verdicts[i]) bad[who[i]] = true;
       }
     }
     bool any_bad = false;
@@ -253,7 +248,8 @@ io::Task<absl::Status> Engine::HealVersion(int set, std::string bucket, std::str
       if (!data) co_return absl::ResourceExhaustedError("store: out of memory for healing");
       for (uint32_t p = 0; p < n; ++p) {
         if (!bad[p]) continue;
-        absl::Status s = fs(set, static_cast<int>(p))->MakeDirs(staged, kTmpDir);
+        std::string from(kTmpDir);
+        absl::Status s = co_await api(set, static_cast<int>(p))->MakeDirs(staged, from);
         if (!s.ok()) {
           MarkOffline(set, static_cast<int>(p), s);
           bad[p] = false;
@@ -267,9 +263,12 @@ io::Task<absl::Status> Engine::HealVersion(int set, std::string bucket, std::str
         std::vector<std::unique_ptr<FileHandle>> src(n), dst(n);
         for (uint32_t p = 0; p < n; ++p) {
           if (!online[p]) continue;
-          FileBackend* f = fs(set, static_cast<int>(p));
+          DriveApi* f = api(set, static_cast<int>(p));
+          if (f == nullptr) continue;
           if (bad[p]) {
-            auto h = f->Open(StrCat(staged, "/", part.file()), OpenMode::kCreate);
+            std::string path = StrCat(staged, "/", part.file());
+            absl::StatusOr<std::unique_ptr<FileHandle>> h =
+                co_await f->OpenFile(path, OpenMode::kCreate);
             if (!h.ok()) co_return h.status();
             dst[p] = *std::move(h);
           }
@@ -281,7 +280,9 @@ io::Task<absl::Status> Engine::HealVersion(int set, std::string bucket, std::str
               c->parts(pi).block_crc_size() != static_cast<int>(blocks)) {
             continue;  // its metadata cannot vouch for its blocks
           }
-          auto h = f->Open(StrCat(data_dir, "/", part.file()), OpenMode::kRead);
+          std::string path = StrCat(data_dir, "/", part.file());
+          absl::StatusOr<std::unique_ptr<FileHandle>> h =
+              co_await f->OpenFile(path, OpenMode::kRead);
           if (h.ok()) src[p] = *std::move(h);
         }
         for (uint64_t b = 0; b < blocks; ++b) {
@@ -305,7 +306,8 @@ io::Task<absl::Status> Engine::HealVersion(int set, std::string bucket, std::str
           }
           if (good < static_cast<int>(k)) {
             for (uint32_t p = 0; p < n; ++p) {
-              if (bad[p]) (void)Trash(*fs(set, static_cast<int>(p)), staged);
+              DriveApi* f = bad[p] ? api(set, static_cast<int>(p)) : nullptr;
+              if (f != nullptr) (void)co_await f->Trash(staged);
             }
             co_return Error(ErrorKind::kCorrupt,
                             StrCat(bucket, "/", key, " part ", part.number(), " block ", b,
@@ -395,10 +397,11 @@ io::Task<absl::StatusOr<HealResult>> Engine::HealBucketDirs(std::string bucket) 
   std::string record;
   int64_t newest = -1;
   std::vector<int64_t> updated(drives_.size(), -1);
+  const std::string path = BucketMetaPath(bucket);
   for (size_t i = 0; i < drives_.size(); ++i) {
     Drive& d = *drives_[i];
     if (!d.online.load()) continue;
-    absl::StatusOr<std::string> bytes = co_await ReadWholeFile(*d.fs, BucketMetaPath(bucket));
+    absl::StatusOr<std::string> bytes = co_await d.api->ReadFile(path);
     pb::BucketMeta meta;
     if (bytes.ok() && DecodeRecord(RecordType::kBucketMeta, *bytes, &meta).ok()) {
       updated[i] = meta.updated_ns();
@@ -411,19 +414,18 @@ io::Task<absl::StatusOr<HealResult>> Engine::HealBucketDirs(std::string bucket) 
   for (size_t i = 0; i < drives_.size(); ++i) {
     Drive& d = *drives_[i];
     if (!d.online.load()) continue;
-    auto e = d.fs->Exists(bucket);
+    absl::StatusOr<bool> e = co_await d.api->Exists(bucket);
     if (e.ok() && *e) {
       if (!record.empty() && updated[i] >= 0 && updated[i] < newest) {
-        absl::Status s = co_await AtomicReplace(*d.fs, BucketMetaPath(bucket), record, true);
+        absl::Status s = co_await d.api->WriteFile(path, record, true);
         if (!s.ok()) co_return Annotate(s, StrCat("updating bucket ", bucket, " on ", d.path));
         ++out.buckets_healed;
       }
       continue;
     }
-    absl::Status s = d.fs->MakeDirs(bucket, "");
-    if (s.ok() && !record.empty()) {
-      s = co_await AtomicReplace(*d.fs, BucketMetaPath(bucket), record, true);
-    }
+    std::string none;
+    absl::Status s = co_await d.api->MakeDirs(bucket, none);
+    if (s.ok() && !record.empty()) s = co_await d.api->WriteFile(path, record, true);
     if (!s.ok()) co_return Annotate(s, StrCat("recreating bucket ", bucket, " on ", d.path));
     ++out.buckets_healed;
   }
@@ -448,8 +450,12 @@ io::Task<absl::StatusOr<HealResult>> Engine::Heal(std::string bucket, std::strin
       std::string marker;
       while (true) {
         // Any drive's copy counts here: a write that reached fewer than k drives is cleaned.
-        OL_CO_ASSIGN_OR_RETURN(std::vector<WalkItem> items,
-                               WalkSet(s, b, prefix, "", marker, 1000, 1));
+        WalkRequest req;
+        req.bucket = b;
+        req.prefix = prefix;
+        req.marker = marker;
+        req.limit = 1000;
+        OL_CO_ASSIGN_OR_RETURN(std::vector<WalkItem> items, co_await WalkSet(s, req, 1));
         if (items.empty()) break;
         for (const WalkItem& it : items) {
           absl::StatusOr<HealOutcome> r = co_await HealOne(b, it.key);

@@ -82,10 +82,10 @@ static io::Task<absl::StatusOr<pb::UploadMeta>> ReadUpload(Engine* e, int set,
   int count = 0;
   pb::UploadMeta found;
   for (int p = 0; p < e->n(); ++p) {
-    FileBackend* f = e->fs(set, p);
+    DriveApi* f = e->api(set, p);
     if (f == nullptr) continue;
-    absl::StatusOr<std::string> bytes =
-        co_await ReadWholeFile(*f, StrCat(UploadDir(bucket, upload_id), "/upload.meta"));
+    std::string path = StrCat(UploadDir(bucket, upload_id), "/upload.meta");
+    absl::StatusOr<std::string> bytes = co_await f->ReadFile(path);
     if (!bytes.ok()) continue;
     pb::UploadMeta m;
     if (!DecodeRecord(RecordType::kUploadMeta, *bytes, &m).ok()) continue;
@@ -103,16 +103,17 @@ static io::Task<std::map<int, PartVotes>> ReadParts(Engine* e, int set, std::str
   // (number, part version) → votes
   std::map<std::pair<int, std::string>, PartVotes> votes;
   for (int p = 0; p < e->n(); ++p) {
-    FileBackend* f = e->fs(set, p);
+    DriveApi* f = e->api(set, p);
     if (f == nullptr) continue;
-    auto entries = f->ReadDir(dir);
+    absl::StatusOr<std::vector<DirEntry>> entries = co_await f->ReadDir(dir);
     if (!entries.ok()) continue;
     for (const DirEntry& de : *entries) {
       if (de.name.rfind("part.", 0) != 0 || de.name.size() < 6 ||
           de.name.substr(de.name.size() - 5) != ".meta") {
         continue;
       }
-      absl::StatusOr<std::string> bytes = co_await ReadWholeFile(*f, StrCat(dir, "/", de.name));
+      std::string path = StrCat(dir, "/", de.name);
+      absl::StatusOr<std::string> bytes = co_await f->ReadFile(path);
       if (!bytes.ok()) continue;
       pb::PartMeta m;
       if (!DecodeRecord(RecordType::kPartMeta, *bytes, &m).ok()) continue;
@@ -142,7 +143,8 @@ io::Task<absl::StatusOr<std::string>> Engine::CreateUpload(std::string bucket, s
   OL_CO_RETURN_IF_ERROR(ValidateObjectKey(key));
   const Placement pl = PlaceObject(bucket, key);
   const int set = static_cast<int>(pl.set);
-  if (!BucketExistsOnSet(set, bucket)) {
+  const bool exists = co_await BucketExistsOnSet(set, bucket);
+  if (!exists) {
     co_return Error(ErrorKind::kNoSuchBucket, StrCat("bucket \"", bucket, "\" does not exist"));
   }
   pb::UploadMeta m;
@@ -161,12 +163,16 @@ io::Task<absl::StatusOr<std::string>> Engine::CreateUpload(std::string bucket, s
   const std::string record = EncodeRecord(RecordType::kUploadMeta, m);
   int ok = 0;
   for (int p = 0; p < n_; ++p) {
-    FileBackend* f = fs(set, p);
+    DriveApi* f = api(set, p);
     if (f == nullptr) continue;
-    absl::Status s = f->MakeDirs(dir, kMultipartDir);
-    if (s.ok()) s = co_await AtomicReplace(*f, StrCat(dir, "/upload.meta"), record, true);
+    std::string from(kMultipartDir);
+    absl::Status s = co_await f->MakeDirs(dir, from);
+    if (s.ok()) {
+      std::string path = StrCat(dir, "/upload.meta");
+      s = co_await f->WriteFile(path, record, true);
+    }
     if (s.ok()) ++ok;
-    else OL_LOG(kWarning) << "store: creating upload on " << f->root() << ": " << s;
+    else OL_LOG(kWarning) << "store: creating upload on " << f->name() << ": " << s;
   }
   if (ok < write_quorum_) {
     DiscardStaging(set, dir);
@@ -213,7 +219,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CommitPart(const WriteTarget& t, Wr
   int ok = 0;
   for (int p = 0; p < n_; ++p) {
     if (!w.wrote[static_cast<size_t>(p)]) continue;
-    FileBackend* f = fs(t.set, p);
+    DriveApi* f = api(t.set, p);
     if (f == nullptr) continue;
     pb::PartMeta m;
     m.set_number(static_cast<uint32_t>(t.part_number));
@@ -227,23 +233,29 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CommitPart(const WriteTarget& t, Wr
     m.set_block_size(opts_.block_size);
     for (const auto& [name, value] : t.options.user_meta) (*m.mutable_meta())[name] = value;
     absl::Status s;
-    if (w.size > 0) s = f->Rename(StrCat(w.staged_dir, "/", w.file_name), StrCat(dir, "/", file));
+    if (w.size > 0) {
+      std::string from = StrCat(w.staged_dir, "/", w.file_name);
+      std::string to = StrCat(dir, "/", file);
+      s = co_await f->Rename(from, to);
+    }
     if (s.ok()) {
-      s = co_await AtomicReplace(*f, StrCat(dir, "/", meta_name),
-                                 EncodeRecord(RecordType::kPartMeta, m), true);
+      std::string path = StrCat(dir, "/", meta_name);
+      std::string record = EncodeRecord(RecordType::kPartMeta, m);
+      s = co_await f->WriteFile(path, record, true);
     }
     if (!s.ok()) {
-      OL_LOG(kWarning) << "store: part " << t.part_number << " on " << f->root() << ": " << s;
+      OL_LOG(kWarning) << "store: part " << t.part_number << " on " << f->name() << ": " << s;
       continue;
     }
     ++ok;
     // Earlier uploads of this part number.
-    auto entries = f->ReadDir(dir);
+    absl::StatusOr<std::vector<DirEntry>> entries = co_await f->ReadDir(dir);
     if (entries.ok()) {
       const std::string mine = StrCat("part.", t.part_number, ".");
       for (const DirEntry& e : *entries) {
         if (e.name.rfind(mine, 0) == 0 && e.name != file && e.name != meta_name) {
-          (void)Trash(*f, StrCat(dir, "/", e.name));
+          std::string old = StrCat(dir, "/", e.name);
+          (void)co_await f->Trash(old);
         }
       }
     }
@@ -298,9 +310,10 @@ io::Task<absl::StatusOr<ListUploadsResult>> Engine::ListUploads(std::string buck
   for (int s = 0; s < sets_; ++s) {
     std::map<std::string, int> ids;
     for (int p = 0; p < n_; ++p) {
-      FileBackend* f = fs(s, p);
+      DriveApi* f = api(s, p);
       if (f == nullptr) continue;
-      auto entries = f->ReadDir(StrCat(kMultipartDir, "/", bucket));
+      std::string dir = StrCat(kMultipartDir, "/", bucket);
+      absl::StatusOr<std::vector<DirEntry>> entries = co_await f->ReadDir(dir);
       if (!entries.ok()) continue;
       for (const DirEntry& e : *entries) {
         if (e.is_dir && ValidUploadId(e.name)) ++ids[e.name];
@@ -309,10 +322,10 @@ io::Task<absl::StatusOr<ListUploadsResult>> Engine::ListUploads(std::string buck
     for (const auto& [id, count] : ids) {
       if (count < k_) continue;
       for (int p = 0; p < n_; ++p) {
-        FileBackend* f = fs(s, p);
+        DriveApi* f = api(s, p);
         if (f == nullptr) continue;
-        absl::StatusOr<std::string> bytes =
-            co_await ReadWholeFile(*f, StrCat(UploadDir(bucket, id), "/upload.meta"));
+        std::string path = StrCat(UploadDir(bucket, id), "/upload.meta");
+        absl::StatusOr<std::string> bytes = co_await f->ReadFile(path);
         pb::UploadMeta m;
         if (!bytes.ok() || !DecodeRecord(RecordType::kUploadMeta, *bytes, &m).ok()) continue;
         all.push_back({m.bucket(), m.key(), m.upload_id(), FromNs(m.initiated_ns())});
@@ -376,9 +389,11 @@ io::Task<absl::Status> Engine::AbortUpload(std::string bucket, std::string key,
   OL_CO_RETURN_IF_ERROR((co_await ReadUpload(this, set, bucket, key, upload_id)).status());
   int ok = 0;
   for (int p = 0; p < n_; ++p) {
-    FileBackend* f = fs(set, p);
+    DriveApi* f = api(set, p);
     if (f == nullptr) continue;
-    if (Trash(*f, UploadDir(bucket, upload_id)).ok()) ++ok;
+    std::string dir = UploadDir(bucket, upload_id);
+    const absl::Status s = co_await f->Trash(dir);
+    if (s.ok()) ++ok;
   }
   if (ok < write_quorum_) {
     co_return Error(ErrorKind::kInsufficientDrives,
@@ -491,7 +506,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CompleteUpload(std::string bucket, 
   const std::string dir = UploadDir(bucket, upload_id);
   std::vector<DriveCommit> commits(static_cast<size_t>(n_));
   for (int p = 0; p < n_; ++p) {
-    FileBackend* f = fs(set, p);
+    DriveApi* f = api(set, p);
     if (f == nullptr) continue;
     bool all = true;
     for (const PartVotes* v : chosen) all = all && v->copy[static_cast<size_t>(p)].has_value();
@@ -499,17 +514,18 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CompleteUpload(std::string bucket, 
     DriveCommit& dc = commits[static_cast<size_t>(p)];
     dc.version = base;
     dc.version.set_shard_index(chosen[0]->copy[static_cast<size_t>(p)]->shard_index());
-    absl::Status s = f->MakeDirs(staged, kTmpDir);
-    for (size_t i = 0; s.ok() && i < chosen.size(); ++i) {
+    std::vector<LinkPair> links;
+    for (size_t i = 0; i < chosen.size(); ++i) {
       const pb::PartMeta& mine = *chosen[i]->copy[static_cast<size_t>(p)];
       for (uint64_t c : mine.block_crc()) dc.version.mutable_parts(static_cast<int>(i))->add_block_crc(c);
       if (mine.size() > 0) {
-        s = f->Link(StrCat(dir, "/", mine.file()), StrCat(staged, "/part.", mine.number()));
+        links.push_back({StrCat(dir, "/", mine.file()), StrCat(staged, "/part.", mine.number())});
       }
     }
+    const absl::Status s = co_await f->LinkInto(staged, std::move(links));
     if (!s.ok()) {
-      OL_LOG(kWarning) << "store: completing upload on " << f->root() << ": " << s;
-      (void)Trash(*f, staged);
+      OL_LOG(kWarning) << "store: completing upload on " << f->name() << ": " << s;
+      (void)co_await f->Trash(staged);
       continue;
     }
     dc.use = true;
@@ -524,10 +540,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CompleteUpload(std::string bucket, 
     DiscardStaging(set, staged);  // the upload itself is untouched: Complete can be retried
     co_return s;
   }
-  for (int p = 0; p < n_; ++p) {
-    FileBackend* f = fs(set, p);
-    if (f != nullptr) (void)Trash(*f, dir);
-  }
+  co_await TrashOnSet(set, dir);
   co_return ToObjectInfo(bucket, key, base);
 }
 

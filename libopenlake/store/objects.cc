@@ -161,11 +161,16 @@ io::Task<absl::StatusOr<DeleteResult>> Engine::DeleteObject(std::string bucket, 
       if (kind != ErrorKind::kNoSuchKey && kind != ErrorKind::kDeleteMarker) co_return r.status;
       // Leftovers of failed writes that never reached quorum go quietly.
       if (!r.clean) QueueHeal(bucket, key);
-      co_return NotFoundError(set, bucket, key);
+      const absl::Status missing = co_await NotFoundError(set, bucket, key);
+      co_return missing;
     }
   } else if (!r.status.ok() && kind != ErrorKind::kDeleteMarker) {
     if (kind != ErrorKind::kNoSuchKey) co_return r.status;
-    if (!BucketExistsOnSet(set, bucket)) co_return NotFoundError(set, bucket, key);
+    const bool exists = co_await BucketExistsOnSet(set, bucket);
+    if (!exists) {
+      const absl::Status missing = co_await NotFoundError(set, bucket, key);
+      co_return missing;
+    }
   }
   // Without versioning, a tombstone first (phase 1), so that a crash mid-delete leaves the
   // object or nothing. With it, a delete marker: a version of its own (Suspended: the null
@@ -186,7 +191,7 @@ io::Task<absl::StatusOr<DeleteResult>> Engine::DeleteObject(std::string bucket, 
   std::vector<DriveCommit> commits(static_cast<size_t>(n_));
   for (int p = 0; p < n_; ++p) {
     DriveCommit& dc = commits[static_cast<size_t>(p)];
-    dc.use = fs(set, p) != nullptr;
+    dc.use = api(set, p) != nullptr;
     dc.version = mark;
     dc.version.set_shard_index(ShardAt(pl.rotation, static_cast<uint32_t>(p),
                                        static_cast<uint32_t>(n_)));
@@ -208,7 +213,11 @@ io::Task<absl::StatusOr<DeleteResult>> Engine::RemoveVersion(int set, std::strin
   if (!r.status.ok() && kind != ErrorKind::kDeleteMarker) {
     // Removing a version that is not there succeeds, as in S3.
     if (kind == ErrorKind::kNoSuchKey || kind == ErrorKind::kNoSuchVersion) {
-      if (!BucketExistsOnSet(set, bucket)) co_return NotFoundError(set, bucket, key);
+      const bool exists = co_await BucketExistsOnSet(set, bucket);
+      if (!exists) {
+        const absl::Status missing = co_await NotFoundError(set, bucket, key);
+        co_return missing;
+      }
       co_return DeleteResult{};
     }
     co_return r.status;
@@ -222,7 +231,7 @@ io::Task<absl::StatusOr<DeleteResult>> Engine::RemoveVersion(int set, std::strin
   std::vector<io::Task<absl::Status>> writes;
   for (int p = 0; p < n_; ++p) {
     const MetaRead& m = r.reads[static_cast<size_t>(p)];
-    if (m.kind != MetaRead::kOk || fs(set, p) == nullptr) continue;
+    if (m.kind != MetaRead::kOk || api(set, p) == nullptr) continue;
     std::vector<pb::ObjectVersion> rest = GoodRecords(m, r.versions);
     rest.erase(std::remove_if(rest.begin(), rest.end(),
                               [&](const pb::ObjectVersion& v) {
@@ -250,7 +259,10 @@ io::Task<absl::StatusOr<DeleteResult>> Engine::RemoveVersion(int set, std::strin
 io::Task<absl::Status> Engine::RewriteRecords(int set, int pos, std::string bucket,
                                               std::string key,
                                               std::vector<pb::ObjectVersion> records) {
-  if (records.empty()) co_return RemoveObjectOnDrive(set, pos, bucket, key);
+  if (records.empty()) {
+    const absl::Status s = co_await RemoveObjectOnDrive(set, pos, bucket, key);
+    co_return s;
+  }
   DriveCommit dc;
   dc.use = true;
   dc.version = records.front();
@@ -269,7 +281,10 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::UpdateObjectMeta(std::string bucket
   inline_cache_.Invalidate(StrCat(bucket, "/", key));
   Resolved cur = co_await ReadAndResolve(set, bucket, key, want);
   if (!cur.status.ok()) {
-    if (ErrorKindOf(cur.status) == ErrorKind::kNoSuchKey) co_return NotFoundError(set, bucket, key);
+    if (ErrorKindOf(cur.status) == ErrorKind::kNoSuchKey) {
+      const absl::Status missing = co_await NotFoundError(set, bucket, key);
+      co_return missing;
+    }
     co_return cur.status;
   }
   WriteConditions when;
@@ -286,7 +301,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::UpdateObjectMeta(std::string bucket
   int holders = 0;
   for (int p = 0; p < n_; ++p) {
     const pb::ObjectVersion* held = cur.copy[static_cast<size_t>(p)];
-    if (held == nullptr || fs(set, p) == nullptr) continue;
+    if (held == nullptr || api(set, p) == nullptr) continue;
     DriveCommit& dc = commits[static_cast<size_t>(p)];
     dc.use = true;
     dc.version = *held;

@@ -27,12 +27,13 @@ bool Newer(const pb::ObjectVersion* a, const pb::ObjectVersion* b) {
 
 io::Task<MetaRead> Engine::ReadMetaOn(int set, int pos, std::string bucket, std::string key) {
   MetaRead out;
-  FileBackend* f = fs(set, pos);
+  DriveApi* f = api(set, pos);
   if (f == nullptr) {
     out.error = Error(ErrorKind::kInsufficientDrives, "drive offline");
     co_return out;
   }
-  absl::StatusOr<std::string> bytes = co_await ReadWholeFile(*f, MetaPath(bucket, key));
+  std::string path = MetaPath(bucket, key);
+  absl::StatusOr<std::string> bytes = co_await f->ReadFile(path);
   if (!bytes.ok()) {
     if (absl::IsNotFound(bytes.status())) {
       out.kind = MetaRead::kNotFound;
@@ -51,7 +52,7 @@ io::Task<MetaRead> Engine::ReadMetaOn(int set, int pos, std::string bucket, std:
   }
   if (!s.ok()) {
     CountDriveError(set, pos);
-    OL_LOG_EVERY_N_SEC(kWarning, 10) << "store: " << f->root() << "/" << MetaPath(bucket, key)
+    OL_LOG_EVERY_N_SEC(kWarning, 10) << "store: " << f->name() << "/" << path
                                      << ": " << s;
     out.error = s;
     out.meta.Clear();
@@ -192,25 +193,29 @@ io::Task<Resolved> Engine::ResolveForRead(int set, std::string bucket, std::stri
                                           std::optional<std::string> want) {
   Resolved r = co_await ReadAndResolve(set, bucket, key, want);
   if (!r.clean) QueueHeal(bucket, key);
-  if (ErrorKindOf(r.status) == ErrorKind::kNoSuchKey) r.status = NotFoundError(set, bucket, key);
+  if (ErrorKindOf(r.status) == ErrorKind::kNoSuchKey) {
+    r.status = co_await NotFoundError(set, bucket, key);
+  }
   co_return r;
 }
 
-bool Engine::BucketExistsOnSet(int set, std::string_view bucket) {
+io::Task<bool> Engine::BucketExistsOnSet(int set, std::string bucket) {
   for (int p = 0; p < n_; ++p) {
-    FileBackend* f = fs(set, p);
+    DriveApi* f = api(set, p);
     if (f == nullptr) continue;
-    auto e = f->Exists(bucket);
-    if (e.ok() && *e) return true;
+    absl::StatusOr<bool> e = co_await f->Exists(bucket);
+    if (e.ok() && *e) co_return true;
   }
-  return false;
+  co_return false;
 }
 
-absl::Status Engine::NotFoundError(int set, std::string_view bucket, std::string_view key) {
-  if (!BucketExistsOnSet(set, bucket)) {
-    return Error(ErrorKind::kNoSuchBucket, StrCat("bucket \"", bucket, "\" does not exist"));
+io::Task<absl::Status> Engine::NotFoundError(int set, std::string bucket, std::string key) {
+  const bool exists = co_await BucketExistsOnSet(set, bucket);
+  if (!exists) {
+    co_return Error(ErrorKind::kNoSuchBucket, StrCat("bucket \"", bucket, "\" does not exist"));
   }
-  return Error(ErrorKind::kNoSuchKey, StrCat("no object \"", key, "\" in bucket \"", bucket, "\""));
+  co_return Error(ErrorKind::kNoSuchKey,
+                  StrCat("no object \"", key, "\" in bucket \"", bucket, "\""));
 }
 
 }  // namespace openlake::store

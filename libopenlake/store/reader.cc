@@ -56,6 +56,7 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
       at += p.size();
     }
     files_.resize(static_cast<size_t>(v_.parts_size()));
+    opening_.assign(static_cast<size_t>(v_.parts_size()), false);
     dead_.assign(n_, false);
   }
 
@@ -65,23 +66,35 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
 
   // Opens the shard files of `part` on every drive holding the version (under the caller's
   // shared lock for the first part; later parts are opened when reached).
-  void OpenPart(int part) {
-    auto& files = files_[static_cast<size_t>(part)];
-    if (!files.empty()) return;
-    files.resize(n_);
-    const std::string dir =
-        StrCat(ObjectDir(bucket_, key_), "/", DataDirOf(v_));
+  // A read-ahead that needs the part while another load opens it waits for that one.
+  io::Task<void> OpenPart(int part) {
+    const auto i = static_cast<size_t>(part);
+    while (opening_[i]) co_await io::Yield();
+    if (!files_[i].empty()) co_return;
+    opening_[i] = true;
+    const std::string dir = StrCat(ObjectDir(bucket_, key_), "/", DataDirOf(v_));
+    std::vector<io::Task<absl::StatusOr<std::unique_ptr<FileHandle>>>> opens;
+    std::vector<uint32_t> who;
     for (uint32_t p = 0; p < n_; ++p) {
       if (!copies_[p] || dead_[p]) continue;
-      FileBackend* f = e_->fs(set_, static_cast<int>(p));
+      DriveApi* f = e_->api(set_, static_cast<int>(p));
       if (f == nullptr) continue;
-      auto h = f->Open(StrCat(dir, "/", v_.parts(part).file()), OpenMode::kRead);
-      if (h.ok()) {
-        files[p] = *std::move(h);
+      std::string path = StrCat(dir, "/", v_.parts(part).file());
+      opens.push_back(f->OpenFile(std::move(path), OpenMode::kRead));
+      who.push_back(p);
+    }
+    std::vector<absl::StatusOr<std::unique_ptr<FileHandle>>> opened =
+        co_await io::WhenAll(std::move(opens));
+    std::vector<std::unique_ptr<FileHandle>> files(n_);
+    for (size_t j = 0; j < opened.size(); ++j) {
+      if (opened[j].ok()) {
+        files[who[j]] = *std::move(opened[j]);
       } else {
         e_->QueueHeal(bucket_, key_);
       }
     }
+    files_[i] = std::move(files);
+    opening_[i] = false;
   }
 
   absl::Status LoadInline() {
@@ -224,7 +237,7 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
   }
 
   io::Task<absl::Status> Read(BlockBuf& b, int part, uint64_t block) {
-    OpenPart(part);
+    co_await OpenPart(part);
     auto& files = files_[static_cast<size_t>(part)];
     const pb::Part& pinfo = v_.parts(part);
     const uint64_t window = static_cast<uint64_t>(k_) * block_;
@@ -326,6 +339,7 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
   const ec::Codec* codec_ = nullptr;  // RS(k + m); null for a layout there can be no codec of
   std::vector<uint64_t> part_start_;
   std::vector<std::vector<std::unique_ptr<FileHandle>>> files_;
+  std::vector<bool> opening_;  // per part: OpenPart is at work on it
   std::vector<bool> dead_;
   BlockBuf bufs_[2];
   std::string inline_;
@@ -418,7 +432,7 @@ io::Task<absl::StatusOr<std::unique_ptr<ObjectReader>>> Engine::OpenObject(std::
       at += r.version.parts(part).size();
       ++part;
     }
-    if (r.version.parts_size() > 0) core->OpenPart(part);
+    if (r.version.parts_size() > 0) co_await core->OpenPart(part);
   }
   co_return std::unique_ptr<ObjectReader>(new EcReader(std::move(core)));
 }

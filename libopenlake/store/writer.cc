@@ -76,7 +76,7 @@ void DropDrive(WriterState& st, uint32_t p, const absl::Status& why) {
   st.failed[p] = true;
   if (absl::IsResourceExhausted(why)) ++st.full;
   // A drive that went offline is not counted again for each write that finds it so.
-  if (st.e->fs(st.target.set, static_cast<int>(p)) != nullptr) {
+  if (st.e->api(st.target.set, static_cast<int>(p)) != nullptr) {
     st.e->CountDriveError(st.target.set, static_cast<int>(p));
   }
   st.files[p].reset();
@@ -120,24 +120,40 @@ io::Task<absl::Status> Reap(WriterState& st, Window& w) {
   co_return QuorumCheck(st);
 }
 
-absl::Status OpenFiles(WriterState& st) {
+// Makes the staging folder and opens the shard file on one drive.
+io::Task<absl::StatusOr<std::unique_ptr<FileHandle>>> OpenShard(DriveApi* f, std::string dir,
+                                                                std::string file) {
+  std::string from(kTmpDir);
+  OL_CO_RETURN_IF_ERROR(co_await f->MakeDirs(dir, from));
+  std::string path = StrCat(dir, "/", file);
+  absl::StatusOr<std::unique_ptr<FileHandle>> h = co_await f->OpenFile(path, OpenMode::kCreate);
+  co_return h;
+}
+
+io::Task<absl::Status> OpenFiles(WriterState& st) {
   st.files_opened = true;
+  std::vector<io::Task<absl::StatusOr<std::unique_ptr<FileHandle>>>> opens;
+  std::vector<uint32_t> who;
   for (uint32_t p = 0; p < st.n; ++p) {
     if (st.failed[p]) continue;
-    FileBackend* f = st.e->fs(st.target.set, static_cast<int>(p));
+    DriveApi* f = st.e->api(st.target.set, static_cast<int>(p));
     if (f == nullptr) {
       DropDrive(st, p, absl::UnavailableError("offline"));
       continue;
     }
-    absl::Status s = f->MakeDirs(st.result.staged_dir, kTmpDir);
-    if (s.ok()) {
-      auto h = f->Open(StrCat(st.result.staged_dir, "/", st.result.file_name), OpenMode::kCreate);
-      if (h.ok()) st.files[p] = *std::move(h);
-      else s = h.status();
-    }
-    if (!s.ok()) DropDrive(st, p, s);
+    opens.push_back(OpenShard(f, st.result.staged_dir, st.result.file_name));
+    who.push_back(p);
   }
-  return QuorumCheck(st);
+  std::vector<absl::StatusOr<std::unique_ptr<FileHandle>>> opened =
+      co_await io::WhenAll(std::move(opens));
+  for (size_t i = 0; i < opened.size(); ++i) {
+    if (opened[i].ok()) {
+      st.files[who[i]] = *std::move(opened[i]);
+    } else {
+      DropDrive(st, who[i], opened[i].status());
+    }
+  }
+  co_return QuorumCheck(st);
 }
 
 // Hashes `len` bytes of window `w` for the ETag. MD5 is serial and about as fast as the disk, so
@@ -192,7 +208,7 @@ io::Task<absl::Status> FlushWindow(WriterState& st, uint64_t len) {
   w.shard_len = L;
   std::byte* data = w.data.data();
   std::memset(data + len, 0, st.k * static_cast<uint64_t>(L) - len);
-  if (!st.files_opened) OL_CO_RETURN_IF_ERROR(OpenFiles(st));
+  if (!st.files_opened) OL_CO_RETURN_IF_ERROR(co_await OpenFiles(st));
   // From here to `in_flight` nothing returns early: the hash may already be running elsewhere.
   HashWindow(st, w, data, len);
   const uint8_t* dptr[ec::kMaxShards];
@@ -362,10 +378,10 @@ class EcWriter final : public ObjectWriter {
         std::vector<io::Task<absl::Status>> dir_syncs;
         std::vector<uint32_t> dir_who;
         for (uint32_t p = 0; p < st.n; ++p) {
-          FileBackend* f = st.failed[p] ? nullptr : st.e->fs(st.target.set, static_cast<int>(p));
+          DriveApi* f = st.failed[p] ? nullptr : st.e->api(st.target.set, static_cast<int>(p));
           if (f == nullptr) continue;
           dir_who.push_back(p);
-          dir_syncs.push_back(SyncDir(*f, st.result.staged_dir));
+          dir_syncs.push_back(f->SyncDir(st.result.staged_dir));
         }
         std::vector<absl::Status> dir_done = co_await io::WhenAll(std::move(dir_syncs));
         for (size_t i = 0; i < dir_done.size(); ++i) {
@@ -425,7 +441,7 @@ absl::StatusOr<std::unique_ptr<ObjectWriter>> Engine::NewWriter(WriteTarget t, i
   st->failed.assign(st->n, false);
   st->files.resize(st->n);
   for (uint32_t p = 0; p < st->n; ++p) {
-    if (fs(st->target.set, static_cast<int>(p)) == nullptr) st->failed[p] = true;
+    if (api(st->target.set, static_cast<int>(p)) == nullptr) st->failed[p] = true;
   }
   OL_RETURN_IF_ERROR(QuorumCheck(*st));
   WriteResult& r = st->result;
@@ -460,11 +476,27 @@ absl::StatusOr<std::unique_ptr<ObjectWriter>> Engine::NewWriter(WriteTarget t, i
   return std::unique_ptr<ObjectWriter>(new EcWriter(std::move(st)));
 }
 
+namespace {
+
+io::Task<void> DiscardDetached(Engine* e, int set, std::string dir) {
+  co_await e->TrashOnSet(set, std::move(dir));
+  e->BackgroundDone();
+}
+
+}  // namespace
+
 void Engine::DiscardStaging(int set, const std::string& staged_dir) {
+  BackgroundStarted();
+  io::Spawn(DiscardDetached(this, set, staged_dir));
+}
+
+io::Task<void> Engine::TrashOnSet(int set, std::string path) {
+  std::vector<io::Task<absl::Status>> trashes;
   for (int p = 0; p < n_; ++p) {
-    FileBackend* f = fs(set, p);
-    if (f != nullptr) (void)Trash(*f, staged_dir);
+    DriveApi* f = api(set, p);
+    if (f != nullptr) trashes.push_back(f->Trash(path));
   }
+  (void)co_await io::WhenAll(std::move(trashes));
 }
 
 io::Task<absl::StatusOr<std::unique_ptr<ObjectWriter>>> Engine::CreateObject(std::string bucket,
@@ -477,7 +509,8 @@ io::Task<absl::StatusOr<std::unique_ptr<ObjectWriter>>> Engine::CreateObject(std
   t.set = static_cast<int>(pl.set);
   t.rotation = pl.rotation;
   std::tie(t.k, t.m) = LayoutFor(options.reduced_redundancy);
-  if (!BucketExistsOnSet(t.set, bucket)) {
+  const bool exists = co_await BucketExistsOnSet(t.set, bucket);
+  if (!exists) {
     co_return Error(ErrorKind::kNoSuchBucket, StrCat("bucket \"", bucket, "\" does not exist"));
   }
   if (Conditional(options.when)) {

@@ -1,0 +1,165 @@
+#include "store/local_drive.h"
+
+#include "absl/container/flat_hash_set.h"
+
+#include "store/engine.h"
+#include "store/errors.h"
+#include "store/names.h"
+
+#include "openlake/checksum.h"
+#include "openlake/io/buffer.h"
+#include "openlake/status.h"
+#include "openlake/strings.h"
+
+namespace openlake::store {
+
+io::Task<absl::StatusOr<std::string>> LocalDrive::ReadFile(std::string path) {
+  absl::StatusOr<std::string> out = co_await ReadWholeFile(*fs_, std::move(path));
+  co_return out;
+}
+
+io::Task<absl::Status> LocalDrive::WriteFile(std::string path, std::string data, bool sync_dir) {
+  const absl::Status s = co_await AtomicReplace(*fs_, std::move(path), std::move(data), sync_dir);
+  co_return s;
+}
+
+io::Task<absl::StatusOr<std::unique_ptr<FileHandle>>> LocalDrive::OpenFile(std::string path,
+                                                                           OpenMode mode) {
+  co_return fs_->Open(path, mode);
+}
+
+io::Task<absl::Status> LocalDrive::MakeDirs(std::string path, std::string parents_from) {
+  const absl::Status s = co_await MakeDirsDurable(*fs_, std::move(path), std::move(parents_from));
+  co_return s;
+}
+
+io::Task<absl::StatusOr<std::vector<DirEntry>>> LocalDrive::ReadDir(std::string path) {
+  co_return fs_->ReadDir(path);
+}
+
+io::Task<absl::StatusOr<bool>> LocalDrive::Exists(std::string path) {
+  co_return fs_->Exists(path);
+}
+
+io::Task<absl::Status> LocalDrive::Rename(std::string from, std::string to) {
+  co_return fs_->Rename(from, to);
+}
+
+io::Task<absl::Status> LocalDrive::LinkInto(std::string dir, std::vector<LinkPair> links) {
+  std::string from(kTmpDir);
+  OL_CO_RETURN_IF_ERROR(co_await MakeDirsDurable(*fs_, dir, from));
+  for (const LinkPair& l : links) OL_CO_RETURN_IF_ERROR(fs_->Link(l.from, l.to));
+  co_return absl::OkStatus();
+}
+
+io::Task<absl::Status> LocalDrive::Unlink(std::string path) { co_return fs_->Unlink(path); }
+
+io::Task<absl::Status> LocalDrive::RemoveDir(std::string path) { co_return fs_->RemoveDir(path); }
+
+absl::Status LocalDrive::TrashNow(const std::string& path) {
+  auto exists = fs_->Exists(path);
+  if (!exists.ok()) return exists.status();
+  if (!*exists) return absl::OkStatus();
+  OL_RETURN_IF_ERROR(fs_->Rename(path, StrCat(kTrashDir, "/", Hex(NewVersionId()))));
+  if (trashed_) trashed_();
+  return absl::OkStatus();
+}
+
+io::Task<absl::Status> LocalDrive::Trash(std::string path) { co_return TrashNow(path); }
+
+io::Task<absl::Status> LocalDrive::SyncDir(std::string path) {
+  const absl::Status s = co_await store::SyncDir(*fs_, std::move(path));
+  co_return s;
+}
+
+io::Task<absl::StatusOr<DriveUsage>> LocalDrive::Usage() {
+  OL_CO_ASSIGN_OR_RETURN(uint64_t free, fs_->FreeBytes());
+  DriveUsage u;
+  u.free_bytes = free;
+  co_return u;
+}
+
+io::Task<absl::Status> LocalDrive::CommitObject(CommitStep step) {
+  const std::string dir = ObjectDir(step.bucket, step.key);
+  absl::Status s = co_await MakeDirsDurable(*fs_, dir, step.bucket);
+  if (absl::IsNotFound(s)) {
+    co_return Error(ErrorKind::kNoSuchBucket,
+                    StrCat("bucket \"", step.bucket, "\" is missing on ", fs_->root()));
+  }
+  OL_CO_RETURN_IF_ERROR(s);
+  if (!step.staged_dir.empty()) {
+    // A data folder of this version may be there already (a heal, a retried commit).
+    const std::string data = StrCat(dir, "/", step.data_dir);
+    OL_CO_RETURN_IF_ERROR(TrashNow(data));
+    OL_CO_RETURN_IF_ERROR(fs_->Rename(step.staged_dir, data));
+    OL_CO_RETURN_IF_ERROR(co_await store::SyncDir(*fs_, dir));
+  }
+  const std::string meta_path = StrCat(dir, "/", kMetaName);
+  OL_CO_RETURN_IF_ERROR(
+      co_await AtomicReplace(*fs_, meta_path, std::move(step.meta), step.sync_dir));
+  // Data folders no record uses (failed writes, versions already replaced) go.
+  absl::flat_hash_set<std::string> used(step.keep_data_dirs.begin(), step.keep_data_dirs.end());
+  auto entries = fs_->ReadDir(dir);
+  if (entries.ok()) {
+    for (const DirEntry& e : *entries) {
+      if (e.name.rfind(kDataPrefix, 0) == 0 && !used.contains(e.name)) {
+        (void)TrashNow(StrCat(dir, "/", e.name));
+      }
+    }
+  }
+  co_return absl::OkStatus();
+}
+
+io::Task<absl::Status> LocalDrive::RemoveObject(std::string bucket, std::string key) {
+  std::string dir = ObjectDir(bucket, key);
+  auto entries = fs_->ReadDir(dir);
+  if (!entries.ok()) {
+    if (absl::IsNotFound(entries.status())) co_return absl::OkStatus();
+    co_return entries.status();
+  }
+  for (const DirEntry& e : *entries) {
+    if (e.name == kMetaName) {
+      OL_CO_RETURN_IF_ERROR(fs_->Unlink(StrCat(dir, "/", e.name)));
+    } else if (e.name.rfind(kDataPrefix, 0) == 0) {
+      OL_CO_RETURN_IF_ERROR(TrashNow(StrCat(dir, "/", e.name)));
+    }
+  }
+  // Prune folders left empty, up to (not including) the bucket.
+  while (dir.size() > bucket.size()) {
+    if (!fs_->RemoveDir(dir).ok()) break;
+    dir = ParentOf(dir);
+  }
+  co_return absl::OkStatus();
+}
+
+io::Task<absl::StatusOr<std::vector<WalkItem>>> LocalDrive::Walk(WalkRequest request) {
+  co_return WalkDrive(*fs_, request);
+}
+
+io::Task<absl::StatusOr<bool>> LocalDrive::VerifyFile(VerifyRequest request) {
+  const uint32_t k = request.data_shards, B = request.block_size;
+  if (k == 0 || B == 0) co_return absl::InvalidArgumentError("verify: no layout");
+  const uint64_t blocks = BlockCount(request.part_size, k, B);
+  if (request.block_crcs.size() != blocks) co_return false;
+  if (blocks == 0) co_return true;
+  absl::StatusOr<std::unique_ptr<FileHandle>> h = fs_->Open(request.path, OpenMode::kRead);
+  if (!h.ok()) co_return false;
+  io::AlignedBuffer buf(B);
+  if (!buf) co_return absl::ResourceExhaustedError("store: out of memory for a verify");
+  io::Reactor& r = *io::Reactor::Current();
+  FileHandle* f = h->get();
+  for (uint64_t b = 0; b < blocks; ++b) {
+    const auto len =
+        static_cast<uint32_t>(ShardBlockLen(request.part_size, b, k, B, /*inline_data=*/false));
+    std::byte* dst = buf.data();
+    const uint64_t off = b * B;
+    const int32_t n =
+        co_await io::Op([&](io::Completion* c) { f->Read(r, dst, len, off, c); });
+    if (n != static_cast<int32_t>(len) || Crc64(dst, len) != request.block_crcs[b]) {
+      co_return false;
+    }
+  }
+  co_return true;
+}
+
+}  // namespace openlake::store

@@ -1,0 +1,56 @@
+// A drive of this node: the per-drive API (drive_api.h) on a FileBackend, the kernel's file
+// system or a test's faulty one. Namespace calls run synchronously on the calling reactor (a
+// few system calls each, as the engine always made them); data and fsyncs go through io_uring.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "store/drive_api.h"
+
+namespace openlake::store {
+
+class LocalDrive final : public DriveApi {
+ public:
+  // `fs` must outlive the drive. `trashed` runs after something went into the trash (the
+  // engine's purger wakes up); may be empty.
+  LocalDrive(FileBackend* fs, std::function<void()> trashed)
+      : fs_(fs), trashed_(std::move(trashed)) {}
+
+  const std::string& name() const override { return fs_->root(); }
+  bool is_local() const override { return true; }
+  FileBackend& backend() { return *fs_; }
+
+  io::Task<absl::StatusOr<std::string>> ReadFile(std::string path) override;
+  io::Task<absl::Status> WriteFile(std::string path, std::string data, bool sync_dir) override;
+  io::Task<absl::StatusOr<std::unique_ptr<FileHandle>>> OpenFile(std::string path,
+                                                                 OpenMode mode) override;
+  io::Task<absl::Status> MakeDirs(std::string path, std::string parents_from) override;
+  io::Task<absl::StatusOr<std::vector<DirEntry>>> ReadDir(std::string path) override;
+  io::Task<absl::StatusOr<bool>> Exists(std::string path) override;
+  io::Task<absl::Status> Rename(std::string from, std::string to) override;
+  io::Task<absl::Status> LinkInto(std::string dir, std::vector<LinkPair> links) override;
+  io::Task<absl::Status> Unlink(std::string path) override;
+  io::Task<absl::Status> RemoveDir(std::string path) override;
+  io::Task<absl::Status> Trash(std::string path) override;
+  io::Task<absl::Status> SyncDir(std::string path) override;
+  io::Task<absl::StatusOr<DriveUsage>> Usage() override;
+  io::Task<absl::Status> CommitObject(CommitStep step) override;
+  io::Task<absl::Status> RemoveObject(std::string bucket, std::string key) override;
+  io::Task<absl::StatusOr<std::vector<WalkItem>>> Walk(WalkRequest request) override;
+  io::Task<absl::StatusOr<bool>> VerifyFile(VerifyRequest request) override;
+
+  // Trash, for blocking callers (the engine's start-up).
+  absl::Status TrashNow(const std::string& path);
+
+ private:
+  FileBackend* fs_;
+  std::function<void()> trashed_;
+};
+
+// The walk of one drive's folders (drive_walk.cc): WalkRequest's page of the keys whose
+// metadata file is on `fs`, with a delimiter's common prefixes (docs/object-store.md,
+// "Listing"). Blocking (readdir calls).
+std::vector<WalkItem> WalkDrive(FileBackend& fs, const WalkRequest& request);
+
+}  // namespace openlake::store
