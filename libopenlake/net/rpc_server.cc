@@ -116,7 +116,7 @@ class RpcServer::Impl {
   io::Reactor& reactor_;
   RpcServerOptions opts_;
   absl::flat_hash_map<uint16_t, Handler> handlers_;
-  ConnectionHook disconnect_hook_;
+  std::vector<ConnectionHook> disconnect_hooks_;
   std::unique_ptr<io::Acceptor> acceptor_;  // before conns_: it outlives them
   absl::flat_hash_map<uint64_t, std::unique_ptr<Connection>> conns_;
   uint64_t next_conn_id_ = 1;
@@ -505,7 +505,7 @@ void RpcServer::Impl::CloseConn(Connection* c, std::string_view reason, bool pro
 void RpcServer::Impl::RunHook(Connection* c) {
   if (c->hook_done) return;
   c->hook_done = true;
-  if (disconnect_hook_) disconnect_hook_(c->info);
+  for (ConnectionHook& hook : disconnect_hooks_) hook(c->info);
 }
 
 void RpcServer::Impl::MaybeFinalize(Connection* c) {
@@ -559,7 +559,7 @@ RpcServer::~RpcServer() {
   alive_.reset();  // calls still held elsewhere now answer nothing
   impl_->StopAll();
   impl_->handlers_.clear();
-  impl_->disconnect_hook_ = nullptr;
+  impl_->disconnect_hooks_.clear();
   impl_->owner_ = nullptr;
   Impl* impl = impl_.release();
   // Listener sockets close when their last accept has come back; the Impl (which in-flight
@@ -572,7 +572,9 @@ void RpcServer::Register(uint16_t method, Handler handler) {
   impl_->handlers_[method] = std::move(handler);
 }
 
-void RpcServer::OnDisconnect(ConnectionHook hook) { impl_->disconnect_hook_ = std::move(hook); }
+void RpcServer::OnDisconnect(ConnectionHook hook) {
+  impl_->disconnect_hooks_.push_back(std::move(hook));
+}
 
 absl::StatusOr<io::SocketAddress> RpcServer::Listen(const io::SocketAddress& addr,
                                                     const io::ListenOptions& options,

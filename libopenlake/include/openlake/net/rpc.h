@@ -158,6 +158,7 @@ class OL_EXPORT RpcServer {
 
   void Register(uint16_t method, Handler handler);
   // Runs when a connection closes, for whatever reason, after its last request was handled.
+  // Several services on one server may each add one; they run in the order added.
   void OnDisconnect(ConnectionHook hook);
 
   // Starts accepting on `addr` (the socket is created here). Returns the bound address (port 0
