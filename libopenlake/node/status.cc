@@ -110,7 +110,8 @@ absl::StatusOr<std::unique_ptr<StatusServer>> StatusServer::Start(io::Runtime& r
                                                                   unsigned reactor,
                                                                   const std::string& address,
                                                                   const std::string& secret,
-                                                                  StatusFn fn) {
+                                                                  StatusFn fn,
+                                                                  ExtendFn extend) {
   if (reactor >= runtime.size()) {
     return absl::InvalidArgumentError(StrCat("reactor ", reactor, " does not exist"));
   }
@@ -128,6 +129,7 @@ absl::StatusOr<std::unique_ptr<StatusServer>> StatusServer::Start(io::Runtime& r
       return;
     }
     ServeStatus(**server, std::move(fn));
+    if (extend) extend(**server);
     auto bound = (*server)->Listen(addr, io::ListenOptions{});
     if (!bound.ok()) {
       started = bound.status();

@@ -58,7 +58,8 @@ io::Task<absl::StatusOr<pb::BucketMeta>> BucketRecordOn(DriveApi* d, std::string
 
 io::Task<absl::Status> Engine::MakeBucket(std::string bucket, std::string owner) {
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
-  LockGuard lock = co_await locks_.Lock(StrCat("b:", bucket), true);
+  std::string lock_name = StrCat("b:", bucket);
+  OL_CO_ASSIGN_OR_RETURN(NsLock lock, co_await Lock(lock_name, true));
   const int total = static_cast<int>(drives_.size());
   int online = 0, present = 0;
   std::vector<io::Task<absl::StatusOr<bool>>> probes;
@@ -197,7 +198,7 @@ io::Task<absl::Status> Engine::RewriteBucketRecord(std::string bucket, std::stri
                                                    std::function<void(pb::BucketMeta&)> change) {
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
   const std::string lock_name = StrCat("b:", bucket);
-  LockGuard lock = co_await locks_.Lock(lock_name, true);
+  OL_CO_ASSIGN_OR_RETURN(NsLock lock, co_await Lock(lock_name, true));
   OL_CO_ASSIGN_OR_RETURN(pb::BucketMeta newest, co_await NewestBucketRecord(bucket));
   change(newest);
   newest.set_updated_ns(NowNs());
@@ -251,7 +252,8 @@ io::Task<absl::StatusOr<std::vector<BucketInfo>>> Engine::ListBuckets() {
 
 io::Task<absl::Status> Engine::DeleteBucket(std::string bucket) {
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
-  LockGuard lock = co_await locks_.Lock(StrCat("b:", bucket), true);
+  std::string lock_name = StrCat("b:", bucket);
+  OL_CO_ASSIGN_OR_RETURN(NsLock lock, co_await Lock(lock_name, true));
   OL_CO_RETURN_IF_ERROR((co_await StatBucket(bucket)).status());
   for (int s = 0; s < sets_; ++s) {
     WalkRequest req;

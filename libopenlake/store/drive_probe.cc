@@ -148,6 +148,8 @@ DriveInspection InspectDrive(const std::string& path) {
     id.set_drive_count = p.format.set_drive_count();
     id.set_index = p.format.set_index();
     id.position = p.format.position();
+    id.node_id = p.format.node_id();
+    id.layout = p.format.layout();
     r.identity = std::move(id);
   }
   struct statvfs vfs;

@@ -28,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 
 #include "store/store.pb.h"
+#include "store/dist_locks.h"
 #include "store/drive_api.h"
 #include "store/inline_cache.h"
 #include "store/locks.h"
@@ -43,6 +44,17 @@
 namespace openlake::store {
 
 class LocalDrive;
+class PeerLink;
+
+// A namespace lock as the engine holds it: this process's (locks.h) and, in a cluster, the
+// quorum lock across the nodes (dist_locks.h).
+struct NsLock {
+  LockGuard local;
+  std::optional<DistLock> cluster;
+  // False once the cluster lock was lost (its tables forgot it, or could not be reached): a
+  // commit under it must not go ahead.
+  bool held() const { return !cluster || cluster->held(); }
+};
 
 struct Drive {
   std::string path;
@@ -50,6 +62,10 @@ struct Drive {
   // What the engine goes through: a LocalDrive over `fs` (`local`), or a remote drive.
   std::unique_ptr<DriveApi> api;
   LocalDrive* local = nullptr;
+  // A drive of another node (a cluster's): its node, its index there and the link to it.
+  uint32_t node = 0;
+  uint32_t index = 0;
+  PeerLink* link = nullptr;
   int set = -1;
   int position = -1;
   std::atomic<bool> online{false};
@@ -99,6 +115,10 @@ struct Resolved {
   bool clean = true;            // every position holds exactly these versions
   int holders = 0;              // drives holding `version`
 };
+
+// engine_open.cc: a new random (version 4) UUID, and a UUID's 16 bytes (false when it is not one).
+std::string NewUuid();
+bool UuidBytes(std::string_view uuid, SipKey* out);
 
 // Whether record a is newer than b (later time; the larger id on a tie).
 bool Newer(const pb::ObjectVersion* a, const pb::ObjectVersion* b);
@@ -229,6 +249,11 @@ class Engine final : public Store {
   // store/reader.cc with -g when it was inline here.)
   int QuorumOf(uint32_t k, uint32_t m) const;
   NamespaceLocks& locks() { return locks_; }
+  // Takes `name` (locks.h's names) here and, in a cluster, on a quorum of the nodes' tables;
+  // InsufficientDrives when no quorum granted it in time.
+  io::Task<absl::StatusOr<NsLock>> Lock(std::string name, bool exclusive);
+  // InsufficientDrives unless `lock` is still held: checked just before a commit.
+  static absl::Status StillHeld(const NsLock& lock, std::string_view what);
   InlineCache& inline_cache() { return inline_cache_; }
   Drive& drive(int set, int pos) { return *drives_[static_cast<size_t>(set * n_ + pos)]; }
   // The drive when it is online, else null.
@@ -319,6 +344,22 @@ class Engine final : public Store {
 
  private:
   absl::Status LoadDrives();
+  // cluster_boot.cc: the drives of every node of opts_.cluster, this node's and the others',
+  // formatting a blank cluster (the node with the lowest id does it).
+  absl::Status LoadClusterDrives();
+  // A new identity for the drive at (set, pos) of this deployment (node and layout: a
+  // cluster's), and writing one into a blank local folder.
+  pb::DriveFormat NewFormat(int set, int pos, uint32_t node, const std::string& layout) const;
+  static absl::Status WriteFormat(FileBackend& fs, const std::string& path,
+                                  const pb::DriveFormat& f);
+  // Flock, system folders and a clean staging area on each of this node's online drives.
+  absl::Status PrepareLocalDrives();
+  // A remote drive taken offline (or unreachable since start) that answers with its identity
+  // again; true when it came back.
+  bool ProbeRemote(Drive& d);
+  // Asks every peer taken as down whether it answers again; returns how many came back since
+  // the last call.
+  int ProbeLinks();
   void StartPurger();
   void PurgeLoop();
   io::Task<absl::StatusOr<HealResult>> HealBucketDirs(std::string bucket);
@@ -338,6 +379,12 @@ class Engine final : public Store {
                                     std::vector<pb::ObjectVersion> others);
 
   StoreOptions opts_;
+  // The other nodes of a cluster (declared before drives_: the drives point at them).
+  std::vector<std::unique_ptr<PeerLink>> links_;
+  std::vector<bool> links_were_up_;  // RestoreDrives' view, to notice a node that came back
+  std::unique_ptr<PeerLink> self_link_;    // this node's own lock table, over loopback RPC
+  std::unique_ptr<DistLocks> dist_locks_;  // a cluster's: every node's table
+  std::string layout_digest_;
   std::vector<std::unique_ptr<Drive>> drives_;  // set-major: set * n + position
   int sets_ = 0;
   int n_ = 0;

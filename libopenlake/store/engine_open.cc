@@ -13,6 +13,7 @@
 #include "store/errors.h"
 #include "store/local_drive.h"
 #include "store/names.h"
+#include "store/remote_drive.h"
 
 #include "openlake/io/buffer.h"
 #include "openlake/io/file.h"
@@ -21,8 +22,6 @@
 #include "openlake/strings.h"
 
 namespace openlake::store {
-namespace {
-
 std::string NewUuid() {
   std::string b = NewVersionId();
   b[6] = static_cast<char>((b[6] & 0x0f) | 0x40);
@@ -53,10 +52,9 @@ bool UuidBytes(std::string_view uuid, SipKey* out) {
   return true;
 }
 
-}  // namespace
-
+// In a cluster another node may change an object behind this one's cache: no cache there.
 Engine::Engine(StoreOptions options)
-    : opts_(std::move(options)), inline_cache_(opts_.inline_cache_bytes) {}
+    : opts_(std::move(options)), inline_cache_(opts_.cluster ? 0 : opts_.inline_cache_bytes) {}
 
 Engine::~Engine() {
   // Background coroutines run on the reactors and point at this engine: wait for them (they
@@ -80,6 +78,8 @@ Engine::~Engine() {
   for (auto& d : drives_) {
     if (d->lock_fd >= 0) close(d->lock_fd);
   }
+  drives_.clear();  // remote drives before the links they use
+  links_.clear();
 }
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(StoreOptions options) {
@@ -117,7 +117,13 @@ std::pair<uint32_t, uint32_t> Engine::LayoutFor(bool reduced_redundancy) const {
 }
 
 absl::Status Engine::Init() {
-  const int total = static_cast<int>(opts_.drives.size());
+  int total = static_cast<int>(opts_.drives.size());
+  if (opts_.cluster) {
+    total = 0;
+    for (const ClusterNodeSpec& node : opts_.cluster->nodes) {
+      total += static_cast<int>(node.disk_count);
+    }
+  }
   if (total == 0) return absl::InvalidArgumentError("store: no drives configured");
   n_ = opts_.set_drive_count == 0 ? total : opts_.set_drive_count;
   if (n_ < 1 || n_ > 255 || total % n_ != 0) {
@@ -132,9 +138,15 @@ absl::Status Engine::Init() {
                                              n_, " drives of a set"));
   }
   k_ = n_ - m_;
-  // k + 1 whenever there is parity: an acknowledged write survives the loss of any one drive
-  // that took it. MinIO's rule is the same where m = k, and k where m < k.
-  write_quorum_ = m_ == 0 ? k_ : k_ + 1;
+  // One node: k + 1 whenever there is parity, so an acknowledged write survives the loss of any
+  // one drive that took it. A cluster takes MinIO's rule, k (plus one when k == m, so that two
+  // disjoint halves can never both commit): a node's loss takes several drives of a set at once
+  // (RS(4+2) over three nodes loses two), and the cluster must go on taking writes then.
+  if (opts_.cluster) {
+    write_quorum_ = k_ == m_ ? k_ + 1 : k_;
+  } else {
+    write_quorum_ = m_ == 0 ? k_ : k_ + 1;
+  }
   if (opts_.block_size == 0 || opts_.block_size % io::kDirectAlignment != 0) {
     return absl::InvalidArgumentError(StrCat("store: block_size ", opts_.block_size,
                                              " is not a positive multiple of 4096"));
@@ -155,7 +167,11 @@ absl::Status Engine::Init() {
                  ")"));
     }
   }
-  OL_RETURN_IF_ERROR(LoadDrives());
+  if (opts_.cluster) {
+    OL_RETURN_IF_ERROR(LoadClusterDrives());
+  } else {
+    OL_RETURN_IF_ERROR(LoadDrives());
+  }
   for (int s = 0; s < sets_; ++s) {
     int online = 0;
     for (int p = 0; p < n_; ++p) online += drive(s, p).online.load() ? 1 : 0;
@@ -281,17 +297,8 @@ absl::Status Engine::LoadDrives() {
       p.state = DriveState::kSpare;
       continue;
     }
-    pb::DriveFormat f;
-    f.set_version(1);
-    f.set_format("openlake");
-    f.set_deployment_id(deployment_id_);
-    f.set_drive_id(NewUuid());
-    f.set_set_count(static_cast<uint32_t>(sets_));
-    f.set_set_drive_count(static_cast<uint32_t>(n_));
-    f.set_set_index(static_cast<uint32_t>(slot / n_));
-    f.set_position(static_cast<uint32_t>(slot % n_));
-    absl::Status s = p.fs->MakeDirs(kSysDir, "");
-    if (s.ok()) s = io::AtomicWriteFileSync(p.path + "/" + std::string(kFormatFile), FormatJson(f), 0600);
+    const pb::DriveFormat f = NewFormat(slot / n_, slot % n_, 0, "");
+    const absl::Status s = WriteFormat(*p.fs, p.path, f);
     if (!s.ok()) {
       p.state = DriveState::kError;
       OL_LOG(kError) << "store: formatting " << p.path << ": " << s;
@@ -324,9 +331,36 @@ absl::Status Engine::LoadDrives() {
                   ? DriveState::kMissing
                   : probed;
   }
+  return PrepareLocalDrives();
+}
+
+pb::DriveFormat Engine::NewFormat(int set, int pos, uint32_t node,
+                                  const std::string& layout) const {
+  pb::DriveFormat f;
+  f.set_version(1);
+  f.set_format("openlake");
+  f.set_deployment_id(deployment_id_);
+  f.set_drive_id(NewUuid());
+  f.set_set_count(static_cast<uint32_t>(sets_));
+  f.set_set_drive_count(static_cast<uint32_t>(n_));
+  f.set_set_index(static_cast<uint32_t>(set));
+  f.set_position(static_cast<uint32_t>(pos));
+  f.set_node_id(node);
+  f.set_layout(layout);
+  return f;
+}
+
+absl::Status Engine::WriteFormat(FileBackend& fs, const std::string& path,
+                                 const pb::DriveFormat& f) {
+  OL_RETURN_IF_ERROR(fs.MakeDirs(kSysDir, ""));
+  return io::AtomicWriteFileSync(StrCat(path, "/", kFormatFile), FormatJson(f), 0600);
+}
+
+absl::Status Engine::PrepareLocalDrives() {
   // One process per drive; a clean staging area.
   for (auto& dp : drives_) {
     Drive& d = *dp;
+    if (d.link != nullptr) continue;
     if (d.fs != nullptr) {
       auto local = std::make_unique<LocalDrive>(d.fs.get(), [this] { WakePurger(); });
       d.local = local.get();
@@ -375,10 +409,12 @@ bool Engine::ProbeReturn(Drive& d) {
 }
 
 absl::StatusOr<int> Engine::RestoreDrives() {
-  int restored = 0;
+  // Other nodes first: one that answers again counts as restored, so that a full heal rebuilds
+  // what it missed while away.
+  int restored = links_.empty() ? 0 : ProbeLinks();
   for (auto& dp : drives_) {
     Drive& d = *dp;
-    if (ProbeReturn(d)) {
+    if (ProbeReturn(d) || ProbeRemote(d)) {
       ++restored;
       continue;
     }
@@ -409,9 +445,18 @@ absl::StatusOr<int> Engine::RestoreDrives() {
 std::vector<DriveInfo> Engine::Drives() const {
   std::vector<DriveInfo> out;
   for (const auto& d : drives_) {
-    out.push_back({d->path, d->set, d->position, d->online.load(),
+    // A drive of a node taken as down is offline for now, whatever it was.
+    const bool reachable = d->link == nullptr || d->link->up();
+    DriveInfo info{d->path,
+                   d->set,
+                   d->position,
+                   d->online.load() && reachable,
                    std::string(DriveStateName(d->state.load(std::memory_order_acquire))),
-                   d->format.drive_id(), d->errors.load(std::memory_order_relaxed)});
+                   d->format.drive_id(),
+                   d->errors.load(std::memory_order_relaxed)};
+    info.node = d->node;
+    info.local = d->link == nullptr;
+    out.push_back(std::move(info));
   }
   return out;
 }

@@ -98,7 +98,8 @@ io::Task<absl::StatusOr<HealResult>> Engine::HealObject(std::string bucket, std:
 
 io::Task<absl::StatusOr<HealOutcome>> Engine::HealOne(std::string bucket, std::string key) {
   const int set = static_cast<int>(PlaceObject(bucket, key).set);
-  LockGuard lock = co_await locks_.Lock(StrCat("o:", bucket, "/", key), true);
+  std::string lock_name = StrCat("o:", bucket, "/", key);
+  OL_CO_ASSIGN_OR_RETURN(NsLock lock, co_await Lock(lock_name, true));
   inline_cache_.Invalidate(StrCat(bucket, "/", key));
   Resolved r = co_await ReadAndResolve(set, bucket, key);
   if (r.versions.empty()) {

@@ -205,8 +205,15 @@ io::Task<absl::StatusOr<std::unique_ptr<ObjectWriter>>> Engine::UploadPart(
 }
 
 io::Task<absl::StatusOr<ObjectInfo>> Engine::CommitPart(const WriteTarget& t, WriteResult w) {
-  LockGuard upload_lock = co_await locks_.Lock(StrCat("u:", t.upload_id), false);
-  LockGuard part_lock = co_await locks_.Lock(StrCat("p:", t.upload_id, "/", t.part_number), true);
+  std::string upload_name = StrCat("u:", t.upload_id);
+  absl::StatusOr<NsLock> upload_lock = co_await Lock(upload_name, false);
+  std::string part_name = StrCat("p:", t.upload_id, "/", t.part_number);
+  absl::StatusOr<NsLock> part_lock = co_await Lock(part_name, true);
+  if (!upload_lock.ok() || !part_lock.ok()) {
+    DiscardStaging(t.set, w.staged_dir);
+    if (!upload_lock.ok()) co_return upload_lock.status();
+    co_return part_lock.status();
+  }
   absl::StatusOr<pb::UploadMeta> up = co_await ReadUpload(this, t.set, t.bucket, t.key, t.upload_id);
   if (!up.ok()) {
     DiscardStaging(t.set, w.staged_dir);
@@ -385,7 +392,8 @@ io::Task<absl::Status> Engine::AbortUpload(std::string bucket, std::string key,
   OL_CO_RETURN_IF_ERROR(ValidateBucketName(bucket));
   OL_CO_RETURN_IF_ERROR(ValidateObjectKey(key));
   const int set = static_cast<int>(PlaceObject(bucket, key).set);
-  LockGuard lock = co_await locks_.Lock(StrCat("u:", upload_id), true);
+  std::string lock_name = StrCat("u:", upload_id);
+  OL_CO_ASSIGN_OR_RETURN(NsLock lock, co_await Lock(lock_name, true));
   OL_CO_RETURN_IF_ERROR((co_await ReadUpload(this, set, bucket, key, upload_id)).status());
   int ok = 0;
   for (int p = 0; p < n_; ++p) {
@@ -420,9 +428,11 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CompleteUpload(std::string bucket, 
     }
   }
   const int set = static_cast<int>(PlaceObject(bucket, key).set);
-  LockGuard object_lock = co_await locks_.Lock(StrCat("o:", bucket, "/", key), true);
+  std::string object_name = StrCat("o:", bucket, "/", key);
+  OL_CO_ASSIGN_OR_RETURN(NsLock object_lock, co_await Lock(object_name, true));
   inline_cache_.Invalidate(StrCat(bucket, "/", key));
-  LockGuard upload_lock = co_await locks_.Lock(StrCat("u:", upload_id), true);
+  std::string upload_name = StrCat("u:", upload_id);
+  OL_CO_ASSIGN_OR_RETURN(NsLock upload_lock, co_await Lock(upload_name, true));
   absl::StatusOr<pb::UploadMeta> read_up = co_await ReadUpload(this, set, bucket, key, upload_id);
   if (!read_up.ok()) {
     if (ErrorKindOf(read_up.status()) == ErrorKind::kNoSuchUpload) {
@@ -533,8 +543,8 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CompleteUpload(std::string bucket, 
   }
   int64_t mod_time = 0;
   const int quorum = QuorumOf(up.data_shards(), up.parity_shards());
-  absl::Status s =
-      co_await CommitVersion(set, bucket, key, std::move(commits), quorum, &mod_time);
+  absl::Status s = StillHeld(object_lock, key);
+  if (s.ok()) s = co_await CommitVersion(set, bucket, key, std::move(commits), quorum, &mod_time);
   base.set_mod_time_ns(mod_time);
   if (!s.ok()) {
     DiscardStaging(set, staged);  // the upload itself is untouched: Complete can be retried

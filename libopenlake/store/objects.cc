@@ -144,7 +144,8 @@ io::Task<absl::StatusOr<DeleteResult>> Engine::DeleteObject(std::string bucket, 
   OL_CO_ASSIGN_OR_RETURN(std::optional<std::string> want, ParseVersionId(options.version_id));
   const Placement pl = PlaceObject(bucket, key);
   const int set = static_cast<int>(pl.set);
-  LockGuard lock = co_await locks_.Lock(StrCat("o:", bucket, "/", key), true);
+  std::string lock_name = StrCat("o:", bucket, "/", key);
+  OL_CO_ASSIGN_OR_RETURN(NsLock lock, co_await Lock(lock_name, true));
   inline_cache_.Invalidate(StrCat(bucket, "/", key));
   Resolved r = co_await ReadAndResolve(set, bucket, key, want);
   if (want) co_return co_await RemoveVersion(set, bucket, key, std::move(r));
@@ -197,6 +198,7 @@ io::Task<absl::StatusOr<DeleteResult>> Engine::DeleteObject(std::string bucket, 
                                        static_cast<uint32_t>(n_)));
   }
   int64_t mod_time = 0;
+  OL_CO_RETURN_IF_ERROR(StillHeld(lock, key));
   OL_CO_RETURN_IF_ERROR(
       co_await CommitVersion(set, bucket, key, std::move(commits), write_quorum_, &mod_time));
   DeleteResult out;
@@ -277,7 +279,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::UpdateObjectMeta(std::string bucket
   OL_CO_ASSIGN_OR_RETURN(std::optional<std::string> want, ParseVersionId(update.version_id));
   const int set = static_cast<int>(PlaceObject(bucket, key).set);
   const std::string lock_name = StrCat("o:", bucket, "/", key);
-  LockGuard lock = co_await locks_.Lock(lock_name, true);
+  OL_CO_ASSIGN_OR_RETURN(NsLock lock, co_await Lock(lock_name, true));
   inline_cache_.Invalidate(StrCat(bucket, "/", key));
   Resolved cur = co_await ReadAndResolve(set, bucket, key, want);
   if (!cur.status.ok()) {
@@ -324,6 +326,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::UpdateObjectMeta(std::string bucket
   for (const DriveCommit& dc : commits) {
     if (dc.use) result = dc.version;
   }
+  OL_CO_RETURN_IF_ERROR(StillHeld(lock, key));
   OL_CO_RETURN_IF_ERROR(
       co_await CommitVersion(set, bucket, key, std::move(commits), quorum, nullptr));
   co_return ToObjectInfo(bucket, key, result);

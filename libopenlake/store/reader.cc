@@ -401,7 +401,8 @@ io::Task<absl::StatusOr<std::unique_ptr<ObjectReader>>> Engine::OpenObject(std::
   const Placement pl = PlaceObject(bucket, key);
   const int set = static_cast<int>(pl.set);
   // Shared: a commit cannot swap the version between reading metadata and opening files.
-  LockGuard lock = co_await locks_.Lock(StrCat("o:", bucket, "/", key), false);
+  std::string lock_name = StrCat("o:", bucket, "/", key);
+  OL_CO_ASSIGN_OR_RETURN(NsLock lock, co_await Lock(lock_name, false));
   Resolved r = co_await ResolveForRead(set, bucket, key, want);
   OL_CO_RETURN_IF_ERROR(r.status);
   ObjectInfo info = ToObjectInfo(bucket, key, r.version);

@@ -565,8 +565,10 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CommitPut(const WriteTarget& t, Wri
   }
   absl::Status s;
   {
-    LockGuard lock = co_await locks_.Lock(StrCat("o:", t.bucket, "/", t.key), true);
-    if (Conditional(t.options.when)) {
+    std::string lock_name = StrCat("o:", t.bucket, "/", t.key);
+    absl::StatusOr<NsLock> lock = co_await Lock(lock_name, true);
+    s = lock.status();
+    if (s.ok() && Conditional(t.options.when)) {
       Resolved cur = co_await ReadAndResolve(t.set, t.bucket, t.key);
       s = CheckWriteConditions(cur, t.options.when);
       const ErrorKind kind = ErrorKindOf(s);
@@ -576,6 +578,7 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CommitPut(const WriteTarget& t, Wri
                   StrCat("a conflicting write to \"", t.key, "\" committed first"));
       }
     }
+    if (s.ok()) s = StillHeld(*lock, t.key);
     if (s.ok()) {
       inline_cache_.Invalidate(StrCat(t.bucket, "/", t.key));
       int64_t mod_time = 0;

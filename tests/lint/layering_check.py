@@ -27,7 +27,7 @@ ALLOWED = {
     "cluster": {"common", "io", "net", "node"},
     "kv": {"common", "io", "net", "cluster"},
     "c": {"common", "kv"},
-    "store": {"common", "io", "ec"},
+    "store": {"common", "io", "ec", "net"},
     "s3": {"common", "io", "ec", "http", "store"},
     "admin": {"common", "io", "http"},
 }

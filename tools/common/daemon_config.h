@@ -130,6 +130,9 @@ struct Config {
   // How often the S3 lifecycle rules are applied (a pass over every bucket with rules; a pass
   // too long for one round goes on at the healer's pace).
   uint32_t lifecycle_interval_secs = 3600;
+  // An object store over several [[nodes]]: how long a starting node waits for enough of the
+  // cluster (every drive of a blank one, a majority of a formatted one) before it gives up.
+  uint32_t cluster_boot_timeout_secs = 300;
   LimitsConfig limits;
   // CPUs to run reactors on; empty = every CPU in the process's affinity mask.
   std::vector<int> cores;
@@ -170,8 +173,11 @@ io::RuntimeOptions RuntimeOptionsFor(const Config& cfg);
 // [kv_slab] segments and lease, and rpc_secret. The service's reactor is 0.
 kv::KvServiceOptions KvServiceOptionsFor(const Config& cfg, uint64_t slab_bytes,
                                          std::string unix_socket);
+// The [[nodes]] as the store's cluster spec.
+std::vector<store::ClusterNodeSpec> ClusterNodesOf(const Config& cfg);
 // The object store over data_dirs: sets of set_drive_count drives (fewer when fewer are listed),
-// default_parity_count parity (at most half a set).
+// default_parity_count parity (at most half a set). With several [[nodes]], one store over
+// every node's drives (StoreOptions::cluster; the caller sets its runtime).
 store::StoreOptions StoreOptionsFor(const Config& cfg);
 // The S3 server on s3_addr in `region`, with [[credentials]]; a generated pair is kept in the
 // folder the data_dirs are in.

@@ -38,6 +38,7 @@
 #include "openlake/log.h"
 #include "openlake/node/status.h"
 #include "openlake/status.h"
+#include "openlake/store/cluster.h"
 #include "openlake/version.h"
 
 namespace {
@@ -178,6 +179,16 @@ int Run(const std::string& config_path) {
       return 2;
     }
   }
+  // A storage cluster is one S3 endpoint on every node: each must accept the same keys. A pair
+  // generated on each node would lock clients out of all but one.
+  const bool storage_cluster = cluster && cfg.mode == openlake::tools::Mode::kStorage;
+  if (storage_cluster && cfg.credentials.empty()) {
+    std::fprintf(stderr,
+                 "openlaked: an object store over several [[nodes]] needs its S3 credentials in "
+                 "the config ([[credentials]]) or the environment (OPENLAKE_S3_ACCESS_KEY and "
+                 "OPENLAKE_S3_SECRET_KEY), the same on every node\n");
+    return 2;
+  }
 
   // Block the stop signals before any thread starts, so every thread inherits the mask and only
   // the sigwait below receives them.
@@ -211,6 +222,30 @@ int Run(const std::string& config_path) {
   // one, else on a listener of its own (below).
   auto status = std::make_shared<NodeStatusSource>(cfg, rt->size(), started);
   openlake::node::StatusFn status_fn = [status] { return status->Status(); };
+  // A storage cluster's services on the same RPC server: this node's drives for the peers'
+  // engines (which start by reading them, so they are served before this node's store opens).
+  std::unique_ptr<openlake::store::ClusterServices> cluster_services;
+  unsigned cluster_services_reactor = 0;
+  openlake::node::ExtendFn extend_cluster;
+  if (storage_cluster) {
+    const openlake::store::StoreOptions so = openlake::tools::StoreOptionsFor(cfg);
+    openlake::store::ClusterServiceOptions co;
+    co.node_id = cfg.self_id;
+    co.drives = cfg.data_dirs;
+    co.layout_digest =
+        openlake::store::LayoutDigest(so.cluster->nodes, so.set_drive_count, so.parity);
+    extend_cluster = [&cluster_services, &cluster_services_reactor,
+                      co](openlake::net::RpcServer& server) {
+      cluster_services = openlake::store::ClusterServices::Attach(server, co);
+      cluster_services_reactor = server.reactor().id();
+    };
+  }
+  // Closes the cluster services on their reactor, once their server has stopped.
+  auto stop_cluster_services = [&] {
+    if (cluster_services) {
+      (void)rt->RunOn(cluster_services_reactor, [&] { cluster_services.reset(); });
+    }
+  };
   // The cluster's members (liveness comes from the prober, started below): the KV pool asks
   // them for the prefixes it misses.
   std::unique_ptr<openlake::cluster::Membership> membership;
@@ -229,8 +264,9 @@ int Run(const std::string& config_path) {
     }
     openlake::kv::KvServiceOptions ko = openlake::tools::KvServiceOptionsFor(
         cfg, *slab, cfg.kv_socket.empty() ? DefaultSocketPath(rpc_addr->port()) : cfg.kv_socket);
-    ko.extend = [&status_fn](openlake::net::RpcServer& server) {
+    ko.extend = [&status_fn, &extend_cluster](openlake::net::RpcServer& server) {
       openlake::node::ServeStatus(server, status_fn);
+      if (extend_cluster) extend_cluster(server);
     };
     if (membership) {
       ko.cluster.membership = membership.get();
@@ -254,6 +290,7 @@ int Run(const std::string& config_path) {
     auto svc = openlake::kv::KvService::Start(*rt, ko);
     if (!svc.ok()) {
       std::fprintf(stderr, "openlaked: KV pool: %s\n", std::string(svc.status().message()).c_str());
+      stop_cluster_services();
       rt->Stop();
       return 1;
     }
@@ -276,27 +313,10 @@ int Run(const std::string& config_path) {
       }
     }
   }
-  std::unique_ptr<ObjectStoreNode> objects;
-  if (cfg.mode == openlake::tools::Mode::kStorage) {
-    auto node = ObjectStoreNode::Start(cfg, *rt);
-    if (!node.ok()) {
-      std::fprintf(stderr, "openlaked: object store: %s\n",
-                   std::string(node.status().message()).c_str());
-      if (kv) kv->Stop();
-      rt->Stop();
-      return 1;
-    }
-    objects = *std::move(node);
-    status->SetObjects(objects.get());
-  }
-  if (!kv && !objects) {
-    std::fprintf(stderr, "openlaked: this configuration enables nothing this build serves\n");
-    rt->Stop();
-    return 2;
-  }
   std::unique_ptr<openlake::node::StatusServer> status_server;
-  if (!kv) {
-    auto srv = openlake::node::StatusServer::Start(*rt, 0, cfg.rpc_addr, cfg.rpc_secret, status_fn);
+  if (!kv && cfg.mode == openlake::tools::Mode::kStorage) {
+    auto srv = openlake::node::StatusServer::Start(*rt, 0, cfg.rpc_addr, cfg.rpc_secret, status_fn,
+                                                   extend_cluster);
     if (!srv.ok() && cfg.nodes.empty()) {
       // A lone storage node whose rpc_addr is taken (say, by another daemon's KV pool on the
       // default port) serves S3 all the same; in a cluster every node must answer.
@@ -305,14 +325,33 @@ int Run(const std::string& config_path) {
     } else if (!srv.ok()) {
       std::fprintf(stderr, "openlaked: node status on rpc_addr %s: %s\n", cfg.rpc_addr.c_str(),
                    std::string(srv.status().message()).c_str());
-      status->SetObjects(nullptr);
-      if (objects) objects->Stop();
       rt->Stop();
       return 1;
     } else {
       status_server = *std::move(srv);
       std::printf("node status: rpc %s\n", status_server->address().c_str());
     }
+  }
+  std::unique_ptr<ObjectStoreNode> objects;
+  if (cfg.mode == openlake::tools::Mode::kStorage) {
+    auto node = ObjectStoreNode::Start(cfg, *rt);
+    if (!node.ok()) {
+      std::fprintf(stderr, "openlaked: object store: %s\n",
+                   std::string(node.status().message()).c_str());
+      if (status_server) status_server->Stop();
+      if (kv) kv->Stop();
+      stop_cluster_services();
+      rt->Stop();
+      return 1;
+    }
+    objects = *std::move(node);
+    status->SetObjects(objects.get());
+  }
+  if (!kv && !objects) {
+    std::fprintf(stderr, "openlaked: this configuration enables nothing this build serves\n");
+    if (status_server) status_server->Stop();
+    rt->Stop();
+    return 2;
   }
   // Liveness of the other members, probed over their node status RPC.
   std::unique_ptr<openlake::cluster::Prober> prober;
@@ -326,6 +365,7 @@ int Run(const std::string& config_path) {
       if (objects) objects->Stop();
       if (status_server) status_server->Stop();
       if (kv) kv->Stop();
+      stop_cluster_services();
       rt->Stop();
       return 1;
     }
@@ -351,6 +391,7 @@ int Run(const std::string& config_path) {
       if (objects) objects->Stop();
       if (status_server) status_server->Stop();
       if (kv) kv->Stop();
+      stop_cluster_services();
       rt->Stop();
       return 1;
     } else {
@@ -373,6 +414,7 @@ int Run(const std::string& config_path) {
   if (objects) objects->Stop();
   if (status_server) status_server->Stop();
   if (kv) kv->Stop();
+  stop_cluster_services();
   rt->Stop();
   std::printf("openlaked: stopped\n");
   return 0;

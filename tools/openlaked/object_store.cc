@@ -139,8 +139,15 @@ absl::StatusOr<std::unique_ptr<ObjectStoreNode>> ObjectStoreNode::Start(
   impl->interval = std::chrono::seconds(cfg.heal_interval_secs);
   impl->lifecycle_interval = std::chrono::seconds(cfg.lifecycle_interval_secs);
   impl->next_lifecycle = std::chrono::steady_clock::now() + impl->lifecycle_interval;
+  openlake::store::StoreOptions so = openlake::tools::StoreOptionsFor(cfg);
+  if (so.cluster) {
+    so.cluster->runtime = &rt;
+    std::printf("object store: one store over %zu nodes; waiting for the cluster (up to %u s)\n",
+                cfg.nodes.size(), cfg.cluster_boot_timeout_secs);
+    std::fflush(stdout);
+  }
   absl::StatusOr<std::unique_ptr<openlake::store::Store>> store =
-      openlake::store::Store::Open(openlake::tools::StoreOptionsFor(cfg));
+      openlake::store::Store::Open(std::move(so));
   if (!store.ok()) return store.status();
   impl->store = *std::move(store);
 

@@ -92,15 +92,19 @@ using StatusFn = std::function<NodeStatus()>;
 // request.
 OL_EXPORT void ServeStatus(net::RpcServer& server, StatusFn fn);
 
-// An RpcServer that serves only the status method, on reactor `reactor` of `runtime` (which must
-// be running; call from a thread that is not one of its reactors). Beyond loopback it needs
-// `secret`, as every RPC listener does.
+// Registers more methods on a server, on its reactor, before it listens.
+using ExtendFn = std::function<void(net::RpcServer& server)>;
+
+// An RpcServer that serves the status method (and what `extend` registers: a storage node's
+// cluster services), on reactor `reactor` of `runtime` (which must be running; call from a
+// thread that is not one of its reactors). Beyond loopback it needs `secret`, as every RPC
+// listener does.
 class OL_EXPORT StatusServer {
  public:
   static absl::StatusOr<std::unique_ptr<StatusServer>> Start(io::Runtime& runtime, unsigned reactor,
                                                              const std::string& address,
                                                              const std::string& secret,
-                                                             StatusFn fn);
+                                                             StatusFn fn, ExtendFn extend = {});
   ~StatusServer();  // Stop()
   // Closes the listener. Idempotent; not from a reactor thread.
   void Stop();

@@ -323,6 +323,8 @@ struct DriveInfo {
   // I/O errors and damaged data found on the drive since the store opened: failed or
   // checksum-mismatched reads, failed writes.
   uint64_t errors = 0;
+  uint32_t node = 0;  // the node holding it (in a cluster; 0 otherwise)
+  bool local = true;  // on this node
 };
 
 // The identity the store writes on each drive it formats (.openlake.sys/format.json; see
@@ -334,6 +336,8 @@ struct DriveIdentity {
   uint32_t set_drive_count = 0;
   uint32_t set_index = 0;
   uint32_t position = 0;
+  uint32_t node_id = 0;  // the node it belongs to (a cluster's drives)
+  std::string layout;    // the cluster layout's digest ("" outside a cluster)
 };
 
 // A drive folder as InspectDrive finds it.
@@ -389,6 +393,30 @@ class OL_EXPORT ObjectReader {
 
 // ---- The engine.
 
+// A deployment over several nodes (docs/object-store.md, "Clusters"): every node is configured
+// with the same list, and each node's own drives are StoreOptions::drives (its data_dirs, as
+// many as its disk_count). The drives of all nodes are striped into erasure sets so that the
+// node varies fastest (ClusterLayout, openlake/store/cluster.h); each node's engine reaches the
+// others' drives over the drive RPC on their rpc_addr.
+struct ClusterNodeSpec {
+  uint32_t id = 0;
+  std::string rpc_addr;  // host:port; a name is resolved whenever a connection is made
+  uint32_t disk_count = 1;
+};
+struct ClusterSpec {
+  uint32_t self_id = 0;
+  std::vector<ClusterNodeSpec> nodes;
+  std::string secret;  // the RPC shared secret (needed beyond loopback)
+  // The reactors the engine talks to other nodes on; must run while the store is open.
+  io::Runtime* runtime = nullptr;
+  // How long Open waits for enough of the cluster to answer (a blank cluster: every drive,
+  // for the node with the lowest id to format them; later: a majority of formatted drives).
+  absl::Duration boot_timeout = absl::Minutes(5);
+  // A request to another node's drive that gets no answer in this long fails (the node is then
+  // taken as down until it answers again).
+  absl::Duration call_timeout = absl::Seconds(10);
+};
+
 struct StoreOptions {
   std::vector<std::string> drives;  // folders; order fixes positions when formatting
   // Drives per erasure set; 0: all drives in one set. The drive count must be a multiple.
@@ -421,8 +449,11 @@ struct StoreOptions {
   // enough to be inline always get an MD5 ETag.
   bool etag_md5 = true;
   // Objects small enough to be inline are kept in memory after a read, up to this many bytes
-  // in all, and served from there until they change (0: off). See docs/object-store.md.
+  // in all, and served from there until they change (0: off). See docs/object-store.md. Off
+  // in a cluster, where another node may change them.
   size_t inline_cache_bytes = 64 << 20;
+  // Several nodes (none: every drive is this node's).
+  std::optional<ClusterSpec> cluster;
 };
 
 class OL_EXPORT Store {
