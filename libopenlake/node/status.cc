@@ -42,6 +42,8 @@ std::string Encode(const NodeStatus& s) {
     w->set_total_bytes(d.total_bytes);
     w->set_free_bytes(d.free_bytes);
     w->set_errors(d.errors);
+    w->set_node(d.node);
+    w->set_remote(d.remote);
   }
   for (const PeerView& p : s.peers) {
     wire::Peer* w = m.add_peers();
@@ -87,6 +89,8 @@ absl::StatusOr<NodeStatus> Decode(const std::string& payload) {
     d.total_bytes = w.total_bytes();
     d.free_bytes = w.free_bytes();
     d.errors = w.errors();
+    d.node = w.node();
+    d.remote = w.remote();
     s.drives.push_back(std::move(d));
   }
   for (const wire::Peer& w : m.peers()) {

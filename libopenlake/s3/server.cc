@@ -29,6 +29,7 @@ absl::StatusOr<std::unique_ptr<S3Server>> S3Server::Start(io::Runtime& rt, store
   so.credentials = *std::move(creds);
   so.route.domains = options.domains;
   so.reactors = rt.size();
+  so.bucket_cache_ttl = options.bucket_cache_ttl;
   auto impl = std::make_unique<Impl>();
   impl->service = std::make_unique<S3Service>(store, std::move(so));
   LifecycleLimits limits;

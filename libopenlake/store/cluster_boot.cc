@@ -407,11 +407,11 @@ int Engine::ProbeLinks() {
   hello.set_node_id(opts_.cluster->self_id);
   const std::string req = hello.SerializeAsString();
   for (size_t i = 0; i < links_.size(); ++i) {
+    // A hello to each peer, up or down: a node that died without this one writing to it is
+    // noticed here too, and one taken as down comes back at its first answer.
     PeerLink* link = links_[i].get();
-    if (!link->up()) {
-      (void)io::BlockOn(*opts_.cluster->runtime, 0,
-                        [link, req] { return CallOnce(link, kDriveHello, req); });
-    }
+    (void)io::BlockOn(*opts_.cluster->runtime, 0,
+                      [link, req] { return CallOnce(link, kDriveHello, req); });
     const bool up = link->up();
     if (up && !links_were_up_[i]) ++returned;
     links_were_up_[i] = up;

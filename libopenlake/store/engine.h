@@ -357,8 +357,8 @@ class Engine final : public Store {
   // A remote drive taken offline (or unreachable since start) that answers with its identity
   // again; true when it came back.
   bool ProbeRemote(Drive& d);
-  // Asks every peer taken as down whether it answers again; returns how many came back since
-  // the last call.
+  // Says hello to every peer (a dead one is taken as down, one taken as down comes back at its
+  // first answer); returns how many came back since the last call.
   int ProbeLinks();
   void StartPurger();
   void PurgeLoop();

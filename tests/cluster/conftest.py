@@ -199,19 +199,30 @@ def boto3_or_skip():
         pytest.skip("boto3 is not installed (Debian: python3-boto3)", allow_module_level=True)
 
 
+def start_cluster(tmp_path_factory, **layout):
+    """A started cluster; tried again on fresh ports when a port was taken meanwhile (the
+    ports are chosen free, then bound by the daemons a moment later)."""
+    for attempt in range(3):
+        root = tmp_path_factory.mktemp("cluster")
+        c = Cluster(root, **layout)
+        try:
+            return c.start()
+        except RuntimeError:
+            logs = c.logs()
+            c.stop()
+            if attempt == 2 or "Address already in use" not in logs + "".join(
+                    n.out.read_text(errors="replace") for n in c.nodes):
+                raise
+    raise AssertionError("unreachable")
+
+
 @pytest.fixture
 def cluster(tmp_path_factory):
     boto3_or_skip()
-    root = tmp_path_factory.mktemp("cluster")
-    c = Cluster(root)
-    try:
-        c.start()
-    except Exception:
-        c.stop()
-        raise
+    c = start_cluster(tmp_path_factory)
     yield c
     c.stop()
-    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(c.root, ignore_errors=True)
 
 
 class Writer(threading.Thread):

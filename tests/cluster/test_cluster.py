@@ -2,10 +2,12 @@
 any node serves any object, a node can die mid-write without losing an acknowledged byte, and
 a node that returns is healed."""
 
+import os
 import random
 import subprocess
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 
@@ -46,7 +48,9 @@ def test_one_store_through_every_node(cluster):
     for node in cluster.nodes:
         for d in node.drives:
             assert (d / "data" / "k8").exists()
-    # Bucket settings made through one node are seen through the others.
+    # Bucket settings made through one node are seen through the others, even where they
+    # were read (and kept) before.
+    assert c.client().get_bucket_versioning(Bucket="data").get("Status") is None
     a.client().put_bucket_versioning(Bucket="data",
                                      VersioningConfiguration={"Status": "Enabled"})
     wait_until(lambda: c.client().get_bucket_versioning(Bucket="data").get("Status") == "Enabled",
@@ -145,3 +149,32 @@ def test_aws_cli_sync_in_through_one_node_out_through_another(cluster, tmp_path)
                    check=True, env=env, capture_output=True, timeout=300)
     for p in src.rglob("*.bin"):
         assert (dst / p.relative_to(src)).read_bytes() == p.read_bytes()
+
+
+def test_cli_shows_the_cluster_and_a_dead_node(cluster):
+    cli = os.environ.get("OPENLAKE_CLI") or str(
+        Path(__file__).resolve().parents[2] / "build/tools/openlake/openlake")
+    if not os.access(cli, os.X_OK):
+        pytest.skip("the openlake CLI is not built")
+    a, b, c = cluster.nodes
+    status = subprocess.run([cli, "cluster", "status", "--config", str(a.config)],
+                            capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert "sees 6/6 of the cluster's" in status.stdout
+    topo = subprocess.run([cli, "cluster", "topology", "--config", str(a.config), "--probe"],
+                          capture_output=True, text=True, timeout=60)
+    assert topo.returncode == 0, topo.stdout + topo.stderr
+    assert "1 set of 6 (RS 4+2)" in topo.stdout
+    assert topo.stdout.count("reached by 3/3 nodes") == 6
+    c.kill()
+    # The survivors notice at their healers' next hello (each second here), or sooner at a
+    # request that needs it.
+    def probed():
+        return subprocess.run([cli, "cluster", "topology", "--config", str(a.config), "--probe"],
+                              capture_output=True, text=True, timeout=60)
+    wait_until(lambda: probed().stdout.count("reached by 0/2 nodes") == 2, 20,
+               "both survivors to see node 3's drives offline")
+    topo = probed()
+    assert topo.returncode != 0
+    assert f"node {c.id}" in topo.stdout and "unreachable" in topo.stdout
+    cluster.restart(c)

@@ -624,6 +624,8 @@ s3::S3ServerOptions S3ServerOptionsFor(const Config& cfg) {
   o.max_connections = cfg.limits.s3_max_connections;
   o.max_connections_per_client = cfg.limits.s3_max_connections_per_client;
   o.head_timeout = absl::Seconds(cfg.limits.s3_head_timeout_secs);
+  // A storage cluster: the other nodes change buckets too.
+  if (cfg.mode == Mode::kStorage && cfg.nodes.size() > 1) o.bucket_cache_ttl = absl::Seconds(2);
   // The folder the data_dirs live in keeps a generated key pair.
   if (!cfg.data_dirs.empty()) {
     const std::filesystem::path parent = std::filesystem::path(cfg.data_dirs.front()).parent_path();

@@ -19,6 +19,7 @@
 
 #include "openlake/kv/client.h"
 #include "openlake/node/status.h"
+#include "openlake/store/cluster.h"
 
 namespace openlake::cli {
 
@@ -117,6 +118,22 @@ int OnlineDrives(const node::NodeStatus& st) {
   return n;
 }
 
+// A node's own drives (an object store over several nodes also reports the others', as it
+// sees them).
+std::pair<int, int> OwnDrives(const node::NodeStatus& st) {
+  int online = 0, total = 0;
+  for (const node::DriveStatus& d : st.drives) {
+    if (d.remote) continue;
+    ++total;
+    online += d.online;
+  }
+  return {online, total};
+}
+
+bool StorageCluster(const Config& cfg) {
+  return cfg.mode == tools::Mode::kStorage && cfg.nodes.size() > 1;
+}
+
 // ---- cluster status
 
 void PrintStatusJson(const StatusOptions& o, const std::vector<NodeReport>& nodes, int up) {
@@ -184,7 +201,12 @@ void PrintStatusText(const std::vector<NodeReport>& nodes, int up) {
     const node::NodeStatus& st = r.status;
     std::string detail;
     if (st.s3) detail = "s3 " + st.s3_addr + ", ";
-    if (!st.drives.empty()) {
+    const auto [own_online, own] = OwnDrives(st);
+    if (own != static_cast<int>(st.drives.size())) {
+      // One store over the cluster: its own drives, then every drive as it sees them.
+      detail += absl::StrFormat("drives %d/%d online, sees %d/%zu of the cluster's, ", own_online,
+                                own, OnlineDrives(st), st.drives.size());
+    } else if (!st.drives.empty()) {
       detail += absl::StrFormat("drives %d/%zu online, ", OnlineDrives(st), st.drives.size());
     }
     if (st.kv) detail += "KV slab " + HumanBytes(st.kv_slab_bytes) + ", ";
@@ -268,7 +290,9 @@ void JsonProbe(JsonWriter& w, const NodeReport& r) {
         .Field("online", d.online)
         .Field("state", d.state)
         .Field("drive_id", d.drive_id)
-        .Field("errors", d.errors);
+        .Field("errors", d.errors)
+        .Field("node", d.node)
+        .Field("remote", d.remote);
     w.Key("total_bytes");
     d.total_bytes ? w.Uint(d.total_bytes) : w.Null();
     w.Key("free_bytes");
@@ -358,8 +382,63 @@ void PrintProbedDrives(const node::NodeStatus& st) {
   }
 }
 
+// The sets of an object store over several nodes, each place with its node and drive, and with
+// --probe the drive's state as its node reports it and how many answering nodes reach it.
+void PrintClusterSets(const Config& cfg, const std::vector<NodeReport>& nodes) {
+  absl::StatusOr<std::vector<store::DriveSlot>> slots =
+      store::ClusterLayout(tools::ClusterNodesOf(cfg), static_cast<int>(cfg.set_drive_count));
+  if (!slots.ok()) {
+    std::printf("one object store over %zu nodes: no valid layout: %s\n", cfg.nodes.size(),
+                Message(slots.status()).c_str());
+    return;
+  }
+  const uint32_t n = cfg.set_drive_count;
+  const uint32_t parity = std::min(cfg.default_parity_count, n / 2);
+  const size_t most = (n + cfg.nodes.size() - 1) / cfg.nodes.size();
+  std::printf("one object store over %zu nodes: %zu set%s of %u (RS %u+%u); a node's loss costs "
+              "each set at most %zu drive%s\n",
+              cfg.nodes.size(), slots->size() / n, slots->size() / n == 1 ? "" : "s", n,
+              n - parity, parity, most, most == 1 ? "" : "s");
+  for (size_t i = 0; i < slots->size(); ++i) {
+    const int set = static_cast<int>(i / n), pos = static_cast<int>(i % n);
+    if (pos == 0) std::printf("  set %d:\n", set);
+    const store::DriveSlot& s = (*slots)[i];
+    std::string state = "-", seen;
+    int answering = 0, reach = 0;
+    for (const NodeReport& r : nodes) {
+      if (!r.asked || !r.error.ok()) continue;
+      ++answering;
+      for (const node::DriveStatus& d : r.status.drives) {
+        if (d.set != set || d.position != pos) continue;
+        reach += d.online;
+        if (!d.remote && r.node.id == s.node) state = d.path + " " + d.state;
+      }
+    }
+    if (answering > 0) seen = absl::StrFormat("  reached by %d/%d nodes", reach, answering);
+    std::printf("    %-3d node %-4u drive %-3u %s%s\n", pos, s.node, s.index, state.c_str(),
+                seen.c_str());
+  }
+}
+
 void PrintTopologyText(const StatusOptions& o, const Config& cfg,
                        const std::vector<NodeReport>& nodes) {
+  if (StorageCluster(cfg)) {
+    PrintClusterSets(cfg, nodes);
+    for (const NodeReport& r : nodes) {
+      if (!r.asked) continue;
+      if (!r.error.ok()) {
+        std::printf("node %u  %s  unreachable: %s\n", r.node.id, r.node.rpc_addr.c_str(),
+                    Message(r.error).c_str());
+        continue;
+      }
+      const auto [own_online, own] = OwnDrives(r.status);
+      std::printf("node %u  %s  up: openlaked %s, up %s, deployment %s, drives %d/%d online\n",
+                  r.node.id, r.node.rpc_addr.c_str(), r.status.version.c_str(),
+                  Uptime(r.status.uptime_secs).c_str(), r.status.deployment_id.c_str(),
+                  own_online, own);
+    }
+    return;
+  }
   uint64_t drives = 0;
   for (const NodeReport& r : nodes) drives += r.node.disk_count;
   std::printf("%s: %zu node%s, %llu drives; erasure sets of up to %u drives with %u parity\n",

@@ -273,6 +273,8 @@ void ObjectStoreNode::FillStatus(openlake::node::NodeStatus* st) const {
     ds.state = d.state;
     ds.drive_id = d.drive_id;
     ds.errors = d.errors;
+    ds.node = d.node;
+    ds.remote = !d.local;
     if (auto it = impl_->space.find(d.path); it != impl_->space.end()) {
       ds.total_bytes = it->second.first;
       ds.free_bytes = it->second.second;

@@ -18,13 +18,16 @@ std::optional<BucketEntry> BucketOwners::Find(std::string_view bucket) const {
   absl::MutexLock lock(&mu_);
   auto it = owners_.find(std::string(bucket));
   if (it == owners_.end()) return std::nullopt;
-  return it->second;
+  if (ttl_ != absl::InfiniteDuration() && absl::Now() >= it->second.expires) return std::nullopt;
+  return it->second.entry;
 }
 
 void BucketOwners::Set(std::string_view bucket, BucketEntry entry) {
   absl::MutexLock lock(&mu_);
   if (owners_.size() >= kMaxEntries) owners_.clear();
-  owners_[std::string(bucket)] = std::move(entry);
+  const absl::Time expires =
+      ttl_ == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + ttl_;
+  owners_[std::string(bucket)] = Cached{std::move(entry), expires};
 }
 
 void BucketOwners::Forget(std::string_view bucket) {

@@ -14,6 +14,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 #include "s3/api/acl.h"
 #include "s3/api/policy.h"
@@ -38,14 +40,21 @@ struct BucketEntry {
 
 class BucketOwners {
  public:
+  // Entries older than `ttl` are read again (another node may have changed the bucket).
+  explicit BucketOwners(absl::Duration ttl = absl::InfiniteDuration()) : ttl_(ttl) {}
   std::optional<BucketEntry> Find(std::string_view bucket) const;
   void Set(std::string_view bucket, BucketEntry entry);
   void Forget(std::string_view bucket);
 
  private:
   static constexpr size_t kMaxEntries = 100000;  // forgotten all at once beyond (re-read)
+  const absl::Duration ttl_;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, BucketEntry> owners_ ABSL_GUARDED_BY(mu_);
+  struct Cached {
+    BucketEntry entry;
+    absl::Time expires;
+  };
+  absl::flat_hash_map<std::string, Cached> owners_ ABSL_GUARDED_BY(mu_);
 };
 
 // The owner id of a bucket as recorded, the first configured user's when it has none.

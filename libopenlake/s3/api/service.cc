@@ -73,7 +73,10 @@ bool IsAnonymous(const http::Request& req, const Route& route) {
 }  // namespace
 
 S3Service::S3Service(store::Store& store, ServiceOptions options)
-    : store_(store), opts_(std::move(options)), metrics_(opts_.reactors) {}
+    : store_(store),
+      opts_(std::move(options)),
+      metrics_(opts_.reactors),
+      owners_(opts_.bucket_cache_ttl) {}
 
 std::string S3Service::ErrorBody(int status, std::string_view why, std::string* content_type,
                                  std::string* headers) const {

@@ -27,6 +27,7 @@ struct ServiceOptions {
   SigV4Options sigv4;
   size_t max_xml_bytes = 4 << 20;  // request documents (CompleteMultipartUpload, Delete)
   unsigned reactors = 1;           // of the runtime serving it (metrics are kept per reactor)
+  absl::Duration bucket_cache_ttl = absl::InfiniteDuration();  // S3ServerOptions'
 };
 
 // One request being served: what every operation needs, and its ways to answer.

@@ -49,6 +49,10 @@ struct DriveStatus {
   uint64_t total_bytes = 0;  // capacity of the drive's file system; 0 when unknown
   uint64_t free_bytes = 0;   // available to this process
   uint64_t errors = 0;       // I/O errors and damaged data found since the node started
+  // An object store over several nodes lists every drive of the cluster as this node sees it:
+  // the node holding each, and whether it is another node's (reached over the drive RPC).
+  uint32_t node = 0;
+  bool remote = false;
 };
 
 // Another member of the cluster as the answering node sees it (cluster/membership.h).

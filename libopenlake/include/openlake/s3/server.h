@@ -48,6 +48,10 @@ struct S3ServerOptions {
   // pace of its listing (keys per second; 0: unpaced).
   uint64_t lifecycle_keys_per_round = 10000;
   uint64_t lifecycle_keys_per_second = 2000;
+  // How long a bucket's owner, policy, ACL and versioning state are served from memory. This
+  // server's own changes update it at once; another server's (a cluster's other nodes) are
+  // seen once the entry is this old. Infinite: a store no one else changes.
+  absl::Duration bucket_cache_ttl = absl::InfiniteDuration();
 };
 
 class OL_EXPORT S3Server {
