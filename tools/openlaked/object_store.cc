@@ -49,7 +49,7 @@ struct ObjectStoreNode::Impl {
     std::map<std::string, std::pair<uint64_t, uint64_t>> now;
     for (const openlake::store::DriveInfo& d : store->Drives()) {
       struct statvfs v {};
-      if (d.online && statvfs(d.path.c_str(), &v) == 0) {
+      if (d.online && d.local && statvfs(d.path.c_str(), &v) == 0) {
         now[d.path] = {static_cast<uint64_t>(v.f_blocks) * v.f_frsize,
                        static_cast<uint64_t>(v.f_bavail) * v.f_frsize};
       }
@@ -236,6 +236,12 @@ bool ObjectStoreNode::Ready(std::string* why) const {
   std::vector<int> writable(static_cast<size_t>(st.set_count()), 0);
   for (const openlake::store::DriveInfo& d : st.Drives()) {
     if (!d.online || d.set < 0 || d.set >= st.set_count()) continue;
+    if (!d.local) {
+      // Another node's drive: online means its node answers; its own readiness checks its
+      // file system.
+      ++writable[static_cast<size_t>(d.set)];
+      continue;
+    }
     struct statvfs v {};
     if (statvfs(d.path.c_str(), &v) != 0 || (v.f_flag & ST_RDONLY) != 0) continue;
     if (static_cast<uint64_t>(v.f_bavail) * v.f_frsize < kMinWritableBytes) continue;
