@@ -618,8 +618,9 @@ TEST_CASE("openlake cluster up runs openlaked in its place until SIGTERM", "[cli
 namespace {
 
 // A three-node deployment for `cluster status` / `topology`: node 0 serves KV and S3, node 1
-// S3 only, node 2 is configured but never started. Each node has its own config (its self_id,
-// listen addresses and drives) over the same [[nodes]] list.
+// S3 only, node 2 S3 only and is stopped once the three have formed their object store (one
+// store over the twelve drives: a blank cluster forms only with every node). Each node has its
+// own config (its self_id, listen addresses and drives) over the same [[nodes]] list.
 struct ThreeNodes {
   explicit ThreeNodes(const TempDir& dir) {
     for (int i = 0; i < 3; ++i) ports.push_back(FreePort());
@@ -662,9 +663,12 @@ TEST_CASE("openlake cluster status asks each node over its RPC; a down node exit
   ThreeNodes nodes(dir);
   Proc n0({Env("OPENLAKED"), "--config", nodes.configs[0]}, dir.File("n0.out"));
   Proc n1({Env("OPENLAKED"), "--config", nodes.configs[1]}, dir.File("n1.out"));
-  INFO(n0.Output() << n1.Output());
+  Proc n2({Env("OPENLAKED"), "--config", nodes.configs[2]}, dir.File("n2.out"));
+  INFO(n0.Output() << n1.Output() << n2.Output());
   REQUIRE(n0.WaitFor("admin: http://"));
   REQUIRE(n1.WaitFor("node status: rpc"));
+  REQUIRE(n2.WaitFor("node status: rpc"));
+  CHECK(n2.Stop() == 0);
 
   CliResult r = Cli(dir, {"cluster", "status", "--config", nodes.configs[0], "--json",
                           "--probe-timeout-secs", "2"});
@@ -686,6 +690,7 @@ TEST_CASE("openlake cluster status asks each node over its RPC; a down node exit
   CHECK(Field(a, "admin_addr").string_value() == nodes.admin);
   CHECK(Field(a, "drives").number_value() == 4);
   CHECK(Field(a, "drives_online").number_value() == 4);
+  CHECK(Field(a, "cluster_drives").number_value() == 12);
   CHECK(Field(a, "error").has_null_value());
   const Struct& b = list.values(1).struct_value();
   CHECK(Field(b, "up").bool_value());
@@ -748,14 +753,17 @@ TEST_CASE("openlake cluster topology: as configured, and probed", "[cli]") {
   CHECK(Field(list.values(1).struct_value(), "drives").has_null_value());  // another node's
   r = Cli(dir, {"cluster", "topology", "--config", nodes.configs[0]});
   REQUIRE(r.rc == 0);
-  CHECK(r.out.find("3 nodes, 12 drives") != std::string::npos);
-  CHECK(r.out.find("RS 2+2") != std::string::npos);
+  CHECK(r.out.find("one object store over 3 nodes: 3 sets of 4 (RS 2+2)") != std::string::npos);
+  CHECK(r.out.find("node 2    drive 0") != std::string::npos);
 
   Proc n0({Env("OPENLAKED"), "--config", nodes.configs[0]}, dir.File("n0.out"));
   Proc n1({Env("OPENLAKED"), "--config", nodes.configs[1]}, dir.File("n1.out"));
-  INFO(n0.Output() << n1.Output());
+  Proc n2({Env("OPENLAKED"), "--config", nodes.configs[2]}, dir.File("n2.out"));
+  INFO(n0.Output() << n1.Output() << n2.Output());
   REQUIRE(n0.WaitFor("admin: http://"));
   REQUIRE(n1.WaitFor("node status: rpc"));
+  REQUIRE(n2.WaitFor("node status: rpc"));
+  CHECK(n2.Stop() == 0);
   r = Cli(dir, {"cluster", "topology", "--config", nodes.configs[0], "--probe", "--json",
                 "--probe-timeout-secs", "2"});
   CHECK(r.rc == 1);  // node 2 cannot be asked
@@ -764,16 +772,22 @@ TEST_CASE("openlake cluster topology: as configured, and probed", "[cli]") {
   const Struct& p0 = Field(probed.values(0).struct_value(), "probe").struct_value();
   CHECK(Field(p0, "up").bool_value());
   CHECK(Field(p0, "deployment_id").string_value().size() == 36);
+  // Every drive of the store as node 0 sees it; its own four with their file systems.
   const auto& drives = Field(p0, "drives").list_value();
-  REQUIRE(drives.values_size() == 4);
+  REQUIRE(drives.values_size() == 12);
+  int own = 0;
   for (const Value& v : drives.values()) {
     const Struct& d = v.struct_value();
+    if (Field(d, "remote").bool_value()) continue;
+    ++own;
+    CHECK(Field(d, "node").number_value() == 0);
     CHECK(Field(d, "online").bool_value());
     CHECK(Field(d, "state").string_value() == "ok");
-    CHECK(Field(d, "set").number_value() == 0);
+    CHECK(Field(d, "set").number_value() <= 2);
     CHECK(Field(d, "total_bytes").number_value() > 0);
     CHECK(Field(d, "free_bytes").number_value() <= Field(d, "total_bytes").number_value());
   }
+  CHECK(own == 4);
   const Struct& pool = Field(p0, "kv_pool").struct_value();
   CHECK(Field(pool, "capacity_bytes").number_value() > 32.0 * (1 << 20));
   CHECK(Field(pool, "used_bytes").number_value() == 0);
@@ -789,7 +803,7 @@ TEST_CASE("openlake cluster topology: as configured, and probed", "[cli]") {
                 "--probe-timeout-secs", "2"});
   CHECK(r.rc == 1);
   CHECK(r.out.find("KV pool: ") != std::string::npos);
-  CHECK(r.out.find("set 0 (RS 2+2):") != std::string::npos);
+  CHECK(r.out.find("  set 0:") != std::string::npos);
   CHECK(r.out.find("unreachable: ") != std::string::npos);
   CHECK(n0.Stop() == 0);
   CHECK(n1.Stop() == 0);

@@ -152,8 +152,11 @@ void PrintStatusJson(const StatusOptions& o, const std::vector<NodeReport>& node
       st.s3 ? w.String(st.s3_addr) : w.Null();
       w.Key("admin_addr");
       st.admin_addr.empty() ? w.Null() : w.String(st.admin_addr);
-      w.Field("drives", static_cast<uint64_t>(st.drives.size()))
-          .Field("drives_online", OnlineDrives(st));
+      // Its own drives; and in a storage cluster every drive of the cluster as it sees them.
+      const auto [own_online, own] = OwnDrives(st);
+      w.Field("drives", static_cast<uint64_t>(own)).Field("drives_online", own_online);
+      w.Field("cluster_drives", static_cast<uint64_t>(st.drives.size()))
+          .Field("cluster_drives_online", OnlineDrives(st));
       // Its own view of the other members (its liveness probes).
       w.Key("peers").BeginArray();
       for (const node::PeerView& p : st.peers) {
@@ -178,6 +181,7 @@ void PrintStatusJson(const StatusOptions& o, const std::vector<NodeReport>& node
       w.Key("serves").BeginArray().EndArray();
       w.Key("s3_addr").Null().Key("admin_addr").Null();
       w.Key("drives").Null().Key("drives_online").Null();
+      w.Key("cluster_drives").Null().Key("cluster_drives_online").Null();
       w.Key("peers").BeginArray().EndArray();
       w.Key("kv_ucx").Null();
       w.Field("error", Message(r.error));
@@ -436,6 +440,13 @@ void PrintTopologyText(const StatusOptions& o, const Config& cfg,
                   r.node.id, r.node.rpc_addr.c_str(), r.status.version.c_str(),
                   Uptime(r.status.uptime_secs).c_str(), r.status.deployment_id.c_str(),
                   own_online, own);
+      if (r.pool) {
+        std::printf("  KV pool: %s, %s used, %llu blocks in %llu namespaces\n",
+                    HumanBytes(r.pool->capacity_bytes).c_str(),
+                    HumanBytes(r.pool->used_bytes).c_str(),
+                    static_cast<unsigned long long>(r.pool->committed_blocks),
+                    static_cast<unsigned long long>(r.pool->namespaces));
+      }
     }
     return;
   }
