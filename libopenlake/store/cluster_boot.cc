@@ -360,6 +360,21 @@ io::Task<absl::StatusOr<NsLock>> Engine::Lock(std::string name, bool exclusive) 
   co_return out;
 }
 
+ClusterCounters Engine::cluster_counters() const {
+  ClusterCounters c;
+  c.peers = static_cast<int>(links_.size());
+  for (const auto& l : links_) c.peers_up += l->up() ? 1 : 0;
+  if (dist_locks_ != nullptr) {
+    const DistLocks::Counters d = dist_locks_->counters();
+    c.lock_rounds = d.rounds;
+    c.lock_requests = d.rpcs;
+    c.locks_acquired = d.acquired;
+    c.locks_timed_out = d.timed_out;
+    c.locks_lost = d.lost;
+  }
+  return c;
+}
+
 absl::Status Engine::StillHeld(const NsLock& lock, std::string_view what) {
   if (lock.held()) return absl::OkStatus();
   return Error(ErrorKind::kInsufficientDrives,

@@ -175,6 +175,7 @@ class Engine final : public Store {
   int parity_shards() const override { return m_; }
   int write_quorum() const override { return write_quorum_; }
   std::string deployment_id() const override { return deployment_id_; }
+  ClusterCounters cluster_counters() const override;  // cluster_boot.cc
 
   using Store::DeleteObject;
   using Store::MakeBucket;

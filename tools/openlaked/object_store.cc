@@ -223,6 +223,22 @@ void ObjectStoreNode::WriteMetrics(openlake::PrometheusWriter& w) const {
             static_cast<double>(impl_->healed_bytes.load()));
   w.Counter("openlake_store_heal_failures_total", "Objects the healer could not rebuild",
             static_cast<double>(impl_->heal_failures.load()));
+  const openlake::store::ClusterCounters c = impl_->store->cluster_counters();
+  if (c.peers > 0) {
+    w.Gauge("openlake_store_cluster_peers", "Other nodes of the object store", c.peers);
+    w.Gauge("openlake_store_cluster_peers_up", "Other nodes of the object store answering now",
+            c.peers_up);
+    w.Counter("openlake_store_lock_rounds_total",
+              "Cluster lock rounds (lock, unlock, refresh), one request to each node",
+              static_cast<double>(c.lock_rounds));
+    w.Counter("openlake_store_locks_acquired_total", "Cluster locks that reached their quorum",
+              static_cast<double>(c.locks_acquired));
+    w.Counter("openlake_store_locks_timed_out_total",
+              "Cluster locks that found no quorum within their timeout",
+              static_cast<double>(c.locks_timed_out));
+    w.Counter("openlake_store_locks_lost_total", "Held cluster locks a refresh found gone",
+              static_cast<double>(c.locks_lost));
+  }
 }
 
 bool ObjectStoreNode::Ready(std::string* why) const {

@@ -456,6 +456,17 @@ struct StoreOptions {
   std::optional<ClusterSpec> cluster;
 };
 
+// What a store over several nodes has done with them (zero on one node).
+struct ClusterCounters {
+  int peers = 0;                // the other nodes
+  int peers_up = 0;             // those answering now
+  uint64_t lock_rounds = 0;     // lock, unlock and refresh rounds (one request to each node)
+  uint64_t lock_requests = 0;   // the requests of those rounds
+  uint64_t locks_acquired = 0;
+  uint64_t locks_timed_out = 0;  // no quorum within the timeout
+  uint64_t locks_lost = 0;       // a held lock its refresh found gone
+};
+
 class OL_EXPORT Store {
  public:
   // Opens (and formats on first use) the drives. Blocking. Fails when the options are invalid
@@ -472,6 +483,7 @@ class OL_EXPORT Store {
   // Drives of a set that must take a write for it to succeed.
   virtual int write_quorum() const = 0;
   virtual std::string deployment_id() const = 0;
+  virtual ClusterCounters cluster_counters() const { return {}; }
 
   // ---- Buckets.
   // `owner`: the id kept as the bucket's owner (BucketInfo::owner).
