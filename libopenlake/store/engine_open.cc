@@ -78,7 +78,16 @@ Engine::~Engine() {
   for (auto& d : drives_) {
     if (d->lock_fd >= 0) close(d->lock_fd);
   }
+  // Lock releases still on their way to the other nodes use the links: let them land.
+  if (dist_locks_ != nullptr && io::Reactor::Current() == nullptr) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    while (dist_locks_->counters().background > 0 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  }
   drives_.clear();  // remote drives before the links they use
+  dist_locks_.reset();
+  self_link_.reset();
   links_.clear();
 }
 
