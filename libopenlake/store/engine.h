@@ -13,6 +13,12 @@
 //   listing.cc       the sorted walk over drive folders, prefixes, delimiters, markers
 //   multipart.cc     uploads, parts, complete, abort, listings
 //   heal.cc          per-object repair, the heal queue and the full scan
+// and across nodes (docs/object-store.md, "Clusters"):
+//   remote_drive.cc  another node's drive over the drive RPC, and the PeerLink to each node
+//   drive_service.cc this node's drives served to the others; cluster_services.cc with locks
+//   cluster_layout.cc  the striping of drives over nodes and the layout digest
+//   cluster_boot.cc  opening every node's drives, formatting a blank cluster, cluster locks
+//   dist_locks.h     quorum locks over every node's lock table (lock_client.cc, lock_service.cc)
 #pragma once
 
 #include <atomic>
