@@ -5,8 +5,8 @@
 //   - a blank cluster (every drive reachable and empty) is formatted by the node with the lowest
 //     id, with one new deployment id; the others wait for it;
 //   - later, the deployment the most drives carry wins once a majority of all drives carry it
-//     (or every drive answered); a blank drive of this node in a formatted cluster becomes the
-//     replacement of the one it stands for, to be healed;
+//     (a formatting node's peers wait until it has written most identities); a blank drive of
+//     this node in a formatted cluster becomes the replacement of the one it stands for;
 // and waits, retrying every second, up to ClusterSpec::boot_timeout for enough of the cluster.
 #include <fcntl.h>
 #include <sys/file.h>
@@ -180,7 +180,9 @@ absl::Status Engine::LoadClusterDrives() {
     if (!votes.empty()) {
       auto best = std::max_element(votes.begin(), votes.end(),
                                    [](const auto& a, const auto& b) { return a.second < b.second; });
-      if (best->second > total / 2 || answered == total) {
+      // A majority, never less: the drives that answer blank may be ones the formatting node
+      // has not reached yet, and taking them for replacements would split the cluster.
+      if (best->second > total / 2) {
         deployment = best->first;
         break;
       }
