@@ -186,7 +186,9 @@ absl::Status Engine::LoadClusterDrives() {
         deployment = best->first;
         break;
       }
-    } else if (answered == total) {
+    } else if (answered == total && c.self_id == lowest && !formatted_here) {
+      // Only the formatting node judges the folders: to the others a drive it is formatting
+      // right now looks half made (its system folder before its identity) for a moment.
       if (blank != total) {
         for (size_t i = 0; i < total; ++i) {
           if (seen[i].state != DriveState::kUnformattedEmpty) {
@@ -197,7 +199,7 @@ absl::Status Engine::LoadClusterDrives() {
           }
         }
       }
-      if (c.self_id == lowest && !formatted_here) {
+      {
         // Every drive of the deployment, this node's directly and the others' through their
         // owners (who refuse to overwrite anything but a blank folder).
         deployment_id_ = NewUuid();
