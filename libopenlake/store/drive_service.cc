@@ -8,11 +8,11 @@
 #include "store/drive_probe.h"
 #include "store/drive_rpc.pb.h"
 #include "store/drive_wire.h"
+#include "store/engine.h"
 #include "store/errors.h"
 #include "store/names.h"
 
 #include "openlake/io/buffer.h"
-#include "openlake/io/file.h"
 #include "openlake/io/task.h"
 #include "openlake/status.h"
 #include "openlake/strings.h"
@@ -458,11 +458,7 @@ void Register(net::RpcServer& server, const std::shared_ptr<State>& st) {
                  ", not blank: left as it is")));
       return;
     }
-    absl::Status written = p.fs->MakeDirs(kSysDir, "");
-    if (written.ok()) {
-      written = io::AtomicWriteFileSync(StrCat(path, "/", kFormatFile), FormatJson(f), 0600);
-    }
-    Answer(call, written);
+    Answer(call, Engine::WriteFormat(*p.fs, path, f));
   });
   std::weak_ptr<State> weak = st;
   on(kDriveOpen, [weak](State& s, net::RpcCall& call) {

@@ -242,6 +242,10 @@ class Engine final : public Store {
   bool ProbeReturn(Drive& d);
 
   // ---- Shared by the files of the engine.
+  // Writes identity `f` into the blank local drive folder `path` (its system folder first):
+  // this engine's formatting, and the drive service's for a peer.
+  static absl::Status WriteFormat(FileBackend& fs, const std::string& path,
+                                  const pb::DriveFormat& f);
   const StoreOptions& options() const { return opts_; }
   int n() const { return n_; }  // drives per set
   int k() const { return k_; }
@@ -355,10 +359,8 @@ class Engine final : public Store {
   // formatting a blank cluster (the node with the lowest id does it).
   absl::Status LoadClusterDrives();
   // A new identity for the drive at (set, pos) of this deployment (node and layout: a
-  // cluster's), and writing one into a blank local folder.
+  // cluster's).
   pb::DriveFormat NewFormat(int set, int pos, uint32_t node, const std::string& layout) const;
-  static absl::Status WriteFormat(FileBackend& fs, const std::string& path,
-                                  const pb::DriveFormat& f);
   // Flock, system folders and a clean staging area on each of this node's online drives.
   absl::Status PrepareLocalDrives();
   // A remote drive taken offline (or unreachable since start) that answers with its identity
