@@ -63,6 +63,14 @@ io::Task<absl::StatusOr<Answers>> CallAll(std::vector<PeerLink*> links, uint16_t
   co_return out;
 }
 
+// Probes the links at once (io::BlockOn wants a status-like result).
+io::Task<absl::StatusOr<int>> ProbeAll(std::vector<PeerLink*> links) {
+  std::vector<io::Task<bool>> probes;
+  for (PeerLink* l : links) probes.push_back(l->Probe());
+  std::vector<bool> answered = co_await io::WhenAll(std::move(probes));
+  co_return static_cast<int>(std::count(answered.begin(), answered.end(), true));
+}
+
 // Blocking, from the thread opening the store.
 absl::StatusOr<Answers> CallAllNow(io::Runtime& rt, std::vector<PeerLink*> links,
                                    uint16_t method, std::vector<std::string> payloads) {
@@ -90,6 +98,10 @@ absl::Status Engine::LoadClusterDrives() {
                " in the cluster's list but ", opts_.drives.size(), " drive folders"));
   }
   layout_digest_ = LayoutDigest(c.nodes, n_, m_);
+  pb::DriveHello hello;
+  hello.set_layout_digest(layout_digest_);
+  hello.set_node_id(c.self_id);
+  hello_ = hello.SerializeAsString();
   net::RpcChannelOptions co;
   co.secret = c.secret;
   co.call_timeout = c.call_timeout;
@@ -97,7 +109,8 @@ absl::Status Engine::LoadClusterDrives() {
   std::map<uint32_t, PeerLink*> link_of;
   for (const ClusterNodeSpec& node : c.nodes) {
     if (node.id == c.self_id) continue;
-    links_.push_back(std::make_unique<PeerLink>(node.id, node.rpc_addr, co));
+    links_.push_back(std::make_unique<PeerLink>(node.id, node.rpc_addr, co,
+                                                ProbeRequest{kDriveHello, hello_}));
     link_of[node.id] = links_.back().get();
   }
   links_were_up_.assign(links_.size(), true);
@@ -112,15 +125,19 @@ absl::Status Engine::LoadClusterDrives() {
   absl::Time next_note = absl::Now() + absl::Seconds(5);
   bool formatted_here = false;
   while (true) {
-    // The peers must run this layout; a peer that does not answer is waited for.
+    // The peers must run this layout; a peer that does not answer is waited for. One taken as
+    // down (not started yet) is probed first, so that the hello goes to it at once if it now
+    // answers.
     std::vector<PeerLink*> peers;
+    std::vector<PeerLink*> down;
     std::vector<std::string> hellos;
-    pb::DriveHello hello;
-    hello.set_layout_digest(layout_digest_);
-    hello.set_node_id(c.self_id);
     for (auto& l : links_) {
       peers.push_back(l.get());
-      hellos.push_back(hello.SerializeAsString());
+      if (!l->up()) down.push_back(l.get());
+      hellos.push_back(hello_);
+    }
+    if (!down.empty()) {
+      (void)io::BlockOn(*c.runtime, 0, [&down] { return ProbeAll(down); });
     }
     OL_ASSIGN_OR_RETURN(Answers answers,
                         CallAllNow(*c.runtime, peers, kDriveHello, std::move(hellos)));
@@ -329,7 +346,8 @@ absl::Status Engine::LoadClusterDrives() {
   std::vector<PeerLink*> lockers;
   for (const ClusterNodeSpec& node : c.nodes) {
     if (node.id == c.self_id) {
-      self_link_ = std::make_unique<PeerLink>(node.id, node.rpc_addr, co);
+      self_link_ = std::make_unique<PeerLink>(node.id, node.rpc_addr, co,
+                                              ProbeRequest{kDriveHello, hello_});
       lockers.push_back(self_link_.get());
     } else {
       lockers.push_back(link_of[node.id]);
@@ -374,6 +392,7 @@ ClusterCounters Engine::cluster_counters() const {
     c.lock_requests = d.rpcs;
     c.locks_acquired = d.acquired;
     c.locks_timed_out = d.timed_out;
+    c.locks_unreachable = d.unreachable;
     c.locks_lost = d.lost;
   }
   return c;
@@ -421,17 +440,13 @@ bool Engine::ProbeRemote(Drive& d) {
 
 int Engine::ProbeLinks() {
   int returned = 0;
-  pb::DriveHello hello;
-  hello.set_layout_digest(layout_digest_);
-  hello.set_node_id(opts_.cluster->self_id);
-  const std::string req = hello.SerializeAsString();
+  // A probe (a hello) to each peer at once, up or down: a node that died or was cut off without
+  // this one writing to it is noticed here too, and one taken as down comes back at its answer.
+  std::vector<PeerLink*> links;
+  for (const auto& l : links_) links.push_back(l.get());
+  (void)io::BlockOn(*opts_.cluster->runtime, 0, [&links] { return ProbeAll(links); });
   for (size_t i = 0; i < links_.size(); ++i) {
-    // A hello to each peer, up or down: a node that died without this one writing to it is
-    // noticed here too, and one taken as down comes back at its first answer.
-    PeerLink* link = links_[i].get();
-    (void)io::BlockOn(*opts_.cluster->runtime, 0,
-                      [link, req] { return CallOnce(link, kDriveHello, req); });
-    const bool up = link->up();
+    const bool up = links_[i]->up();
     if (up && !links_were_up_[i]) ++returned;
     links_were_up_[i] = up;
   }

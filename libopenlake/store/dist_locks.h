@@ -2,7 +2,9 @@
 // runs a LockService: a table of which resource names ("o:<bucket>/<key>", as in locks.h) are
 // held, by whom, until when. A node that wants a lock asks every node's table at once
 // (DistLocks) and has it when a quorum of them granted it; otherwise it gives back what it got,
-// backs off and asks again, until its timeout.
+// backs off and asks again, until its timeout. When fewer than a quorum of the tables answer at
+// all (the rest are down or cut off), it gives up at once with Unavailable: a minority never
+// waits out the timeout.
 //
 //   // On each node, beside the drive service:
 //   std::unique_ptr<store::LockService> service = store::LockService::Attach(server, {});
@@ -10,7 +12,8 @@
 //   store::DistLocks locks(links, /*node_id=*/1, {});
 //   // In a coroutine on any reactor:
 //   absl::StatusOr<store::DistLock> lock = co_await locks.Lock(name, /*exclusive=*/true, t);
-//   if (!lock.ok()) co_return lock.status();      // DeadlineExceeded: no quorum within t
+//   if (!lock.ok()) co_return lock.status();      // DeadlineExceeded: no quorum within t;
+//                                                 // Unavailable: too few tables answer
 //   ... stage the new version ...
 //   if (!lock->held()) co_return absl::AbortedError("lock lost");  // checked by the commit
 //   ... commit ...
@@ -167,6 +170,8 @@ class DistLocks {
   // From a coroutine on a reactor; the lock belongs to that reactor. Errors:
   //   DeadlineExceeded    no quorum within the timeout (the message says how close it came,
   //                       and the last error of a locker that did not answer)
+  //   Unavailable         fewer than a quorum of the lockers answered a round at all: given up
+  //                       at once (the message names how many answered and the last error)
   //   FailedPrecondition  constructed with no lockers
   io::Task<absl::StatusOr<DistLock>> Lock(std::string resource, bool exclusive,
                                           absl::Duration timeout = absl::ZeroDuration());
@@ -183,6 +188,7 @@ class DistLocks {
     uint64_t lock_rounds = 0;  // rounds of Lock requests (one per try of an acquisition)
     uint64_t acquired = 0;     // Locks that reached their quorum
     uint64_t timed_out = 0;    // Locks that did not, within their timeout
+    uint64_t unreachable = 0;  // Locks given up as too few lockers answer for a quorum
     uint64_t lost = 0;         // held locks a refresh found gone
     uint64_t background = 0;   // unlock rounds and refresh loops running now
   };

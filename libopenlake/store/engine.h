@@ -394,6 +394,7 @@ class Engine final : public Store {
   std::unique_ptr<PeerLink> self_link_;    // this node's own lock table, over loopback RPC
   std::unique_ptr<DistLocks> dist_locks_;  // a cluster's: every node's table
   std::string layout_digest_;
+  std::string hello_;  // pb::DriveHello of this node: the hello and the links' probe
   std::vector<std::unique_ptr<Drive>> drives_;  // set-major: set * n + position
   int sets_ = 0;
   int n_ = 0;

@@ -29,6 +29,7 @@ struct DistLocks::Shared {
   std::atomic<uint64_t> lock_rounds{0};
   std::atomic<uint64_t> acquired{0};
   std::atomic<uint64_t> timed_out{0};
+  std::atomic<uint64_t> unreachable{0};
   std::atomic<uint64_t> lost{0};
   std::atomic<uint64_t> background{0};
 };
@@ -272,13 +273,17 @@ io::Task<absl::StatusOr<DistLock>> DistLocks::LockOn(std::shared_ptr<Shared> sh,
 
     std::vector<bool> granted(n, false);
     size_t grants = 0;
+    size_t answered = 0;     // lockers that answered at all, granting or refusing
     bool give_back = false;  // some locker granted, or may have (its answer never came)
     for (size_t i = 0; i < n; ++i) {
       pb::LockAnswer a;
       if (!answers[i].ok()) {
         last_error = answers[i].status();
         give_back = true;
-      } else if (!a.ParseFromString(*answers[i])) {
+        continue;
+      }
+      ++answered;
+      if (!a.ParseFromString(*answers[i])) {
         last_error = absl::InternalError("malformed lock answer");
         give_back = true;
       } else if (a.granted()) {
@@ -302,6 +307,16 @@ io::Task<absl::StatusOr<DistLock>> DistLocks::LockOn(std::shared_ptr<Shared> sh,
     }
     best = std::max(best, grants);
     if (give_back) io::Spawn(UnlockAll(sh, resource, uid));
+    // Too few lockers answer for any quorum (the rest refused the connection, are taken as
+    // down, or let the request pass its deadline): no wait helps until a node returns, so the
+    // caller hears it now instead of at the timeout, and its client retries.
+    if (answered < quorum) {
+      sh->unreachable.fetch_add(1, kRelaxed);
+      co_return absl::UnavailableError(
+          StrCat("lock ", resource, " (", exclusive ? "exclusive" : "shared", "): only ",
+                 answered, " of ", n, " lockers answer, ", quorum,
+                 " needed; last locker error: ", last_error.ToString()));
+    }
 
     const int64_t now = home->now_ns();
     if (now >= deadline_ns) break;
@@ -333,6 +348,7 @@ DistLocks::Counters DistLocks::counters() const {
   c.lock_rounds = shared_->lock_rounds.load(kRelaxed);
   c.acquired = shared_->acquired.load(kRelaxed);
   c.timed_out = shared_->timed_out.load(kRelaxed);
+  c.unreachable = shared_->unreachable.load(kRelaxed);
   c.lost = shared_->lost.load(kRelaxed);
   c.background = shared_->background.load(kRelaxed);
   return c;

@@ -19,6 +19,10 @@ struct PeerLink::Health {
   const uint32_t node_id;
   const std::string address;
   std::atomic<int64_t> down_until_ns{0};  // 0: up; else wall-clock ns of the next probe
+  // Raised each time the peer is taken as down: a reactor whose channel is older drops it and
+  // connects anew. A connection whose requests went unanswered may be stuck (its segments in
+  // TCP's retransmission backoff long after the network mends), so the probe never uses it.
+  std::atomic<uint64_t> epoch{0};
   std::atomic<bool> probing{false};
   std::atomic<uint64_t> calls{0};
   absl::Mutex mu;
@@ -42,9 +46,49 @@ bool Unreachable(const absl::Status& s, bool connected) {
 
 }  // namespace
 
+// The probe request on `channel`; only its arguments are used, so the link may go meanwhile.
+io::Task<bool> PeerLink::ProbeOn(std::shared_ptr<Health> health,
+                                 std::shared_ptr<net::RpcChannel> channel, uint16_t method,
+                                 std::string payload) {
+  absl::StatusOr<std::string> r = co_await channel->Call(method, std::move(payload), kProbeTimeout);
+  if (r.ok()) {
+    health->MarkUp();
+    co_return true;
+  }
+  if (absl::IsCancelled(r.status())) co_return false;  // this side closed it: nothing learnt
+  const bool connected = channel->connected();
+  if (Unreachable(r.status(), connected)) {
+    health->MarkDown(r.status());
+    co_return false;
+  }
+  health->MarkUp();  // an error answer: the peer is there
+  co_return true;
+}
+
+io::Task<void> PeerLink::ProbeInBackground(std::shared_ptr<Health> health,
+                                           std::shared_ptr<net::RpcChannel> channel,
+                                           uint16_t method, std::string payload) {
+  io::Task<bool> probe = ProbeOn(health, std::move(channel), method, std::move(payload));
+  (void)co_await std::move(probe);
+  health->probing.store(false);
+}
+
+io::Task<bool> PeerLink::Probe() {
+  std::shared_ptr<Health> health = health_;
+  absl::StatusOr<std::shared_ptr<net::RpcChannel>> ch = ChannelHere(/*resolve=*/!up());
+  if (!ch.ok()) {
+    health->MarkDown(ch.status());
+    co_return false;
+  }
+  io::Task<bool> probe = ProbeOn(health, *std::move(ch), probe_.method, probe_.payload);
+  const bool answered = co_await std::move(probe);
+  co_return answered;
+}
+
 void PeerLink::Health::MarkDown(const absl::Status& why) {
   const int64_t next = absl::GetCurrentTimeNanos() + absl::ToInt64Nanoseconds(kProbeEvery);
   const bool was_up = down_until_ns.exchange(next) == 0;
+  epoch.fetch_add(1, std::memory_order_relaxed);
   absl::MutexLock l(&mu);
   last_error = std::string(SV(why.message()));
   if (was_up) {
@@ -59,10 +103,12 @@ void PeerLink::Health::MarkUp() {
   }
 }
 
-PeerLink::PeerLink(uint32_t node_id, std::string address, net::RpcChannelOptions options)
+PeerLink::PeerLink(uint32_t node_id, std::string address, net::RpcChannelOptions options,
+                   ProbeRequest probe)
     : node_id_(node_id),
       address_(std::move(address)),
       options_(std::move(options)),
+      probe_(std::move(probe)),
       health_(std::make_shared<Health>(node_id_, address_)) {}
 
 PeerLink::~PeerLink() {
@@ -90,6 +136,7 @@ absl::StatusOr<std::shared_ptr<net::RpcChannel>> PeerLink::ChannelHere(bool reso
   Slot& slot = slots_[r.id() % kMaxReactors];
   std::optional<io::SocketAddress> addr;
   uint64_t generation = 0;
+  const uint64_t epoch = health_->epoch.load(std::memory_order_relaxed);
   {
     absl::MutexLock l(&mu_);
     if (runtime_ == nullptr) runtime_ = &r.runtime();
@@ -111,9 +158,10 @@ absl::StatusOr<std::shared_ptr<net::RpcChannel>> PeerLink::ChannelHere(bool reso
     addr = resolved_;
     generation = generation_;
   }
-  if (slot.channel == nullptr || slot.generation != generation) {
+  if (slot.channel == nullptr || slot.generation != generation || slot.epoch != epoch) {
     slot.channel = std::make_shared<net::RpcChannel>(r, *addr, options_);
     slot.generation = generation;
+    slot.epoch = epoch;
   }
   return slot.channel;
 }
@@ -123,26 +171,29 @@ io::Task<absl::StatusOr<std::string>> PeerLink::Call(uint16_t method, std::strin
   // After the co_await below only these locals are used: the link may be gone by then.
   std::shared_ptr<Health> health = health_;
   health->calls.fetch_add(1, std::memory_order_relaxed);
-  bool probe = false;
   const int64_t down_until = health->down_until_ns.load(std::memory_order_relaxed);
   if (down_until != 0) {
     const bool due = absl::GetCurrentTimeNanos() >= down_until;
-    if (!due || health->probing.exchange(true)) {
-      std::string why;
-      {
-        absl::MutexLock l(&health->mu);
-        why = health->last_error;
+    if (due && !health->probing.exchange(true)) {
+      absl::StatusOr<std::shared_ptr<net::RpcChannel>> ch = ChannelHere(/*resolve=*/true);
+      if (ch.ok()) {
+        io::Spawn(ProbeInBackground(health, *std::move(ch), probe_.method, probe_.payload));
+      } else {
+        health->MarkDown(ch.status());
+        health->probing.store(false);
       }
-      co_return absl::UnavailableError(
-          StrCat("node ", health->node_id, " (", health->address, ") is down: ", why));
     }
-    probe = true;
-    timeout = kProbeTimeout;
+    std::string why;
+    {
+      absl::MutexLock l(&health->mu);
+      why = health->last_error;
+    }
+    co_return absl::UnavailableError(
+        StrCat("node ", health->node_id, " (", health->address, ") is down: ", why));
   }
-  absl::StatusOr<std::shared_ptr<net::RpcChannel>> ch = ChannelHere(probe);
+  absl::StatusOr<std::shared_ptr<net::RpcChannel>> ch = ChannelHere(/*resolve=*/false);
   if (!ch.ok()) {
     health->MarkDown(ch.status());
-    if (probe) health->probing.store(false);
     co_return ch.status();
   }
   std::shared_ptr<net::RpcChannel> channel = *std::move(ch);
@@ -154,11 +205,9 @@ io::Task<absl::StatusOr<std::string>> PeerLink::Call(uint16_t method, std::strin
     } else if (!absl::IsCancelled(r.status())) {
       health->MarkUp();
     }
-    if (probe) health->probing.store(false);
     co_return DecodeDriveError(r.status());
   }
   health->MarkUp();
-  if (probe) health->probing.store(false);
   co_return r;
 }
 

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 
 #include "store/drive_api.h"
+#include "store/drive_wire.h"
 
 #include "net/rpc_channel.h"
 #include "openlake/io/reactor.h"
@@ -24,13 +25,23 @@ namespace openlake::store {
 // reactor (a reactor only ever uses its own). Shared by the peer's drives and lock requests.
 //
 // A peer that stops answering (a refused or broken connection, a request past its deadline) is
-// taken as down: calls fail at once with Unavailable instead of each waiting out a timeout,
-// and once a second one call goes through as a probe (its address resolved again, for a pod
-// that came back elsewhere); the first answer brings the peer back.
+// taken as down: calls fail at once with Unavailable instead of each waiting out a timeout.
+// Once a second, while calls keep coming, one of them starts a probe in the background and
+// still fails at once (no request waits on a peer that may be cut off): the probe request goes
+// out on a new connection (the old one may be stuck) to the address resolved again (a pod
+// that came back elsewhere), and any answer, even an error, brings the peer back.
+// What a PeerLink's probe asks. Default: a drive hello with no digest (the drive service
+// answers it with an error, which shows the peer is there just as well).
+struct ProbeRequest {
+  uint16_t method = kDriveHello;
+  std::string payload;
+};
+
 class PeerLink {
  public:
   // `address`: host:port, resolved when a connection is made.
-  PeerLink(uint32_t node_id, std::string address, net::RpcChannelOptions options);
+  PeerLink(uint32_t node_id, std::string address, net::RpcChannelOptions options,
+           ProbeRequest probe = {});
   // Not from a reactor: each channel is closed on its own reactor while the runtime runs. Calls
   // still in flight finish (Cancelled) without touching the link.
   ~PeerLink();
@@ -40,6 +51,9 @@ class PeerLink {
   // On a reactor, from a coroutine. `timeout` zero: the options' call_timeout.
   io::Task<absl::StatusOr<std::string>> Call(uint16_t method, std::string payload,
                                              absl::Duration timeout = absl::ZeroDuration());
+  // Sends the probe request now, up or down (on a new connection when down), and takes the
+  // peer as up or down by the outcome; true when it answered. On a reactor, from a coroutine.
+  io::Task<bool> Probe();
 
   uint32_t node_id() const { return node_id_; }
   const std::string& address() const { return address_; }
@@ -56,13 +70,21 @@ class PeerLink {
   struct Slot {
     std::shared_ptr<net::RpcChannel> channel;  // a call in flight holds it too
     uint64_t generation = 0;                   // of the address it connects to
+    uint64_t epoch = 0;                        // Health::epoch when it was made
   };
   // This reactor's channel to the current address (resolving it first when there is none).
   absl::StatusOr<std::shared_ptr<net::RpcChannel>> ChannelHere(bool resolve);
+  static io::Task<bool> ProbeOn(std::shared_ptr<Health> health,
+                                std::shared_ptr<net::RpcChannel> channel, uint16_t method,
+                                std::string payload);
+  static io::Task<void> ProbeInBackground(std::shared_ptr<Health> health,
+                                          std::shared_ptr<net::RpcChannel> channel,
+                                          uint16_t method, std::string payload);
 
   const uint32_t node_id_;
   const std::string address_;
   const net::RpcChannelOptions options_;
+  const ProbeRequest probe_;
   std::shared_ptr<Health> health_;
   absl::Mutex mu_;
   io::Runtime* runtime_ ABSL_GUARDED_BY(mu_) = nullptr;

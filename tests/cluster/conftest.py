@@ -1,6 +1,7 @@
 """Fixtures for the cluster tests: several real openlaked processes on 127.0.0.1 ports forming
 one object store (each its own drive folders, all in one [[nodes]] list), driven by boto3 and
-the aws CLI through every node's S3 endpoint.
+the aws CLI through every node's S3 endpoint. A node may also listen on another address and run
+in a network namespace of its own (test_partitions.py), with the RPC secret on every link.
 
 Run by meson (`meson test -C build cluster`), which sets OPENLAKED; by hand:
     OPENLAKED=build/tools/openlaked/openlaked /usr/bin/python3 -m pytest -q tests/cluster
@@ -54,9 +55,12 @@ def free_ports(n):
 class Node:
     """One openlaked of the cluster: its own config, drive folders, S3 and RPC ports."""
 
-    def __init__(self, cluster, node_id, rpc_port, s3_port, admin_port):
+    def __init__(self, cluster, node_id, rpc_port, s3_port, admin_port, host="127.0.0.1",
+                 argv_prefix=()):
         self.cluster = cluster
         self.id = node_id
+        self.host = host                      # its RPC and S3 listen here
+        self.argv_prefix = list(argv_prefix)  # e.g. ["ip", "netns", "exec", ns]
         self.root = cluster.root / f"node{node_id}"
         self.root.mkdir(parents=True, exist_ok=True)
         self.drives = [self.root / f"d{i}" for i in range(cluster.drives_per_node)]
@@ -75,9 +79,9 @@ class Node:
         lines = [
             'mode = "storage"',
             f"self_id = {self.id}",
-            f'rpc_addr = "127.0.0.1:{self.rpc_port}"',
-            f's3_addr = "127.0.0.1:{self.s3_port}"',
-            f'admin_addr = "127.0.0.1:{self.admin_port}"',
+            f'rpc_addr = "{self.host}:{self.rpc_port}"',
+            f's3_addr = "{self.host}:{self.s3_port}"',
+            f'admin_addr = "127.0.0.1:{self.admin_port}"',  # its own namespace's loopback
             f'region = "{REGION}"',
             "data_dirs = [" + ", ".join(f'"{d}"' for d in self.drives) + "]",
             f"set_drive_count = {c.set_drive_count}",
@@ -88,8 +92,10 @@ class Node:
             f'access_key = "{ACCESS_KEY}"',
             f'secret_key = "{SECRET_KEY}"',
         ]
+        if c.rpc_secret:
+            lines.insert(0, f'rpc_secret = "{c.rpc_secret}"')
         for n in c.nodes:
-            lines += ["[[nodes]]", f"id = {n.id}", f'rpc_addr = "127.0.0.1:{n.rpc_port}"',
+            lines += ["[[nodes]]", f"id = {n.id}", f'rpc_addr = "{n.host}:{n.rpc_port}"',
                       f"disk_count = {c.drives_per_node}"]
         self.config.write_text("\n".join(lines) + "\n")
 
@@ -97,7 +103,8 @@ class Node:
         self.write_config()
         self.log_file = open(self.log, "ab")
         self.out_file = open(self.out, "wb")
-        self.proc = subprocess.Popen([openlaked_path(), "--config", str(self.config)],
+        self.proc = subprocess.Popen(self.argv_prefix +
+                                     [openlaked_path(), "--config", str(self.config)],
                                      stdout=self.out_file, stderr=self.log_file,
                                      preexec_fn=_die_with_parent)
 
@@ -105,7 +112,7 @@ class Node:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             text = self.out.read_text(errors="replace")
-            if re.search(r"S3: http://127\.0\.0\.1:\d+ ", text):
+            if re.search(r"S3: http://[0-9.]+:\d+ ", text):
                 return
             if self.proc.poll() is not None:
                 break
@@ -115,7 +122,7 @@ class Node:
 
     @property
     def endpoint(self):
-        return f"http://127.0.0.1:{self.s3_port}"
+        return f"http://{self.host}:{self.s3_port}"
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -162,13 +169,21 @@ class Node:
 
 
 class Cluster:
-    def __init__(self, root: Path, nodes=3, drives_per_node=2, set_drive_count=6, parity=2):
+    """`hosts` and `argv_prefixes`: per node, where it listens and what its command line starts
+    with (default 127.0.0.1, nothing); `rpc_secret` is needed beyond loopback."""
+
+    def __init__(self, root: Path, nodes=3, drives_per_node=2, set_drive_count=6, parity=2,
+                 hosts=None, argv_prefixes=None, rpc_secret=None):
         self.root = root
         self.drives_per_node = drives_per_node
         self.set_drive_count = set_drive_count
         self.parity = parity
+        self.rpc_secret = rpc_secret
+        hosts = hosts or ["127.0.0.1"] * nodes
+        argv_prefixes = argv_prefixes or [()] * nodes
         ports = free_ports(3 * nodes)
-        self.nodes = [Node(self, i + 1, ports[3 * i], ports[3 * i + 1], ports[3 * i + 2])
+        self.nodes = [Node(self, i + 1, ports[3 * i], ports[3 * i + 1], ports[3 * i + 2],
+                           hosts[i], argv_prefixes[i])
                       for i in range(nodes)]
 
     def start(self):
@@ -250,3 +265,20 @@ class Writer(threading.Thread):
                 self.errors += 1
                 time.sleep(0.05)
             i += 1
+
+
+def wait_until(cond, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def read_all(node, bucket, objects):
+    """Every object of `objects` (key: body) reads back byte-exact through `node`."""
+    s3 = node.client()
+    for key, body in objects.items():
+        got = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        assert got == body, f"{key} through node {node.id}"

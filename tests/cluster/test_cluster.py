@@ -11,23 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Writer
-
-
-def wait_until(cond, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def read_all(node, bucket, objects):
-    s3 = node.client()
-    for key, body in objects.items():
-        got = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-        assert got == body, f"{key} through node {node.id}"
+from conftest import Writer, read_all, wait_until
 
 
 def test_one_store_through_every_node(cluster):

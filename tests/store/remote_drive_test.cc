@@ -2,7 +2,9 @@
 // over real loopback TCP to a DriveService on another runtime (another "node"), which runs them
 // on LocalDrives over the same folders. Everything the engine does (writes, reads, multipart,
 // listings, versions, heals) must work the same through them.
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -22,6 +24,7 @@ using namespace openlake;
 using namespace openlake::testing;
 using store::ErrorKind;
 using store::ErrorKindOf;
+using openlake::testing::WaitFor;
 
 namespace {
 
@@ -250,4 +253,116 @@ TEST_CASE("remote drives: engine errors keep their kind across the wire", "[stor
   const absl::Status plain = absl::UnavailableError("[kind 99] not ours");
   CHECK(store::DecodeDriveError(plain) == plain);
   CHECK(ErrorKindOf(store::DecodeDriveError(absl::NotFoundError("x"))) == ErrorKind::kNone);
+}
+
+namespace {
+
+constexpr uint16_t kPing = 900;
+
+// A peer whose answers can be switched off: while silent, it keeps every request it gets
+// unanswered (a cut-off node whose connections stay open), and answers again when told.
+class FlakyPeer {
+ public:
+  FlakyPeer() {
+    REQUIRE(rt_->RunOn(0, [&] {
+                 server_ = *net::RpcServer::Create(rt_->reactor(0), {});
+                 for (uint16_t m : {kPing, static_cast<uint16_t>(store::kDriveHello)}) {
+                   server_->Register(m, [this](net::RpcCall call) {
+                     if (silent_) {
+                       held_.push_back(std::move(call));
+                       return;
+                     }
+                     call.Respond("pong");
+                   });
+                 }
+                 addr_ = *server_->Listen(*io::SocketAddress::Parse("127.0.0.1:0"), {});
+               }).ok());
+  }
+  ~FlakyPeer() {
+    (void)rt_->RunOn(0, [&] {
+      held_.clear();
+      server_->Stop();
+      server_.reset();
+    });
+    rt_->Stop();
+  }
+  std::string address() const { return addr_.ToString(); }
+  void SetSilent(bool s) {
+    REQUIRE(rt_->RunOn(0, [&] { silent_ = s; }).ok());
+  }
+  uint64_t connections() {
+    uint64_t n = 0;
+    REQUIRE(rt_->RunOn(0, [&] { n = server_->counters().accepted; }).ok());
+    return n;
+  }
+
+ private:
+  std::unique_ptr<io::Runtime> rt_ = StartRuntime(1);
+  std::unique_ptr<net::RpcServer> server_;
+  std::vector<net::RpcCall> held_;  // never answered while the peer is silent
+  bool silent_ = false;
+  io::SocketAddress addr_;
+};
+
+io::Task<absl::StatusOr<bool>> ProbeOnce(store::PeerLink* link) {
+  io::Task<bool> probe = link->Probe();
+  const bool answered = co_await std::move(probe);
+  co_return answered;
+}
+
+}  // namespace
+
+TEST_CASE("peer link: a silent peer fails calls at once until a background probe finds it back",
+          "[store][remote]") {
+  FlakyPeer peer;
+  auto rt = StartRuntime(1);
+  auto link = std::make_unique<store::PeerLink>(7, peer.address(), net::RpcChannelOptions{});
+  auto call = [&](absl::Duration timeout) {
+    return io::BlockOn(*rt, 0, [&] { return link->Call(kPing, "ping", timeout); });
+  };
+  auto took_ms = [](auto start) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now() - start)
+        .count();
+  };
+  REQUIRE(call(absl::Seconds(5)).ok());
+  CHECK(link->up());
+  CHECK(peer.connections() == 1);
+
+  // Cut off: the first call waits out its deadline and takes the peer as down.
+  peer.SetSilent(true);
+  CHECK(absl::IsDeadlineExceeded(call(absl::Milliseconds(300)).status()));
+  CHECK_FALSE(link->up());
+  // Later calls fail at once, also the one that starts a probe once a second: no request waits
+  // on a peer that may be cut off.
+  for (int i = 0; i < 6; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::string> r = call(absl::Seconds(5));
+    CHECK(absl::IsUnavailable(r.status()));
+    CHECK(took_ms(start) < 200);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  // The probe went out on a new connection, not the stuck one.
+  CHECK(peer.connections() >= 2);
+
+  // Back: a probe started by a later call brings the peer up again.
+  peer.SetSilent(false);
+  const bool back = WaitFor(
+      [&] {
+        (void)call(absl::Seconds(5));
+        return link->up();
+      },
+      10);
+  REQUIRE(back);
+  CHECK(call(absl::Seconds(5)).ok());
+
+  // An explicit probe of a peer that is up uses its connection.
+  const uint64_t before = peer.connections();
+  absl::StatusOr<bool> probed = io::BlockOn(*rt, 0, [&] { return ProbeOnce(link.get()); });
+  REQUIRE(probed.ok());
+  CHECK(*probed);
+  CHECK(peer.connections() == before);
+  // Not from a reactor (its channels close on their reactors while the runtime runs).
+  link.reset();
+  rt->Stop();
 }

@@ -236,6 +236,9 @@ void ObjectStoreNode::WriteMetrics(openlake::PrometheusWriter& w) const {
     w.Counter("openlake_store_locks_timed_out_total",
               "Cluster locks that found no quorum within their timeout",
               static_cast<double>(c.locks_timed_out));
+    w.Counter("openlake_store_locks_unreachable_total",
+              "Cluster locks given up at once: too few nodes answered for a quorum",
+              static_cast<double>(c.locks_unreachable));
     w.Counter("openlake_store_locks_lost_total", "Held cluster locks a refresh found gone",
               static_cast<double>(c.locks_lost));
   }

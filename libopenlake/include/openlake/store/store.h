@@ -464,6 +464,7 @@ struct ClusterCounters {
   uint64_t lock_requests = 0;   // the requests of those rounds
   uint64_t locks_acquired = 0;
   uint64_t locks_timed_out = 0;  // no quorum within the timeout
+  uint64_t locks_unreachable = 0;  // too few nodes answered for a quorum
   uint64_t locks_lost = 0;       // a held lock its refresh found gone
 };
 
