@@ -303,10 +303,15 @@ absl::StatusOr<StoreFigures> MeasureStore(const Options& o, io::Runtime& rt, sto
       theirs();
       OL_RETURN_IF_ERROR(ours());
     }
-    std::printf("  round %d: put %.0f MB/s (commit %.1f ms, %.0f%% of a core), get %.0f MB/s; "
-                "fio (per object byte) write %.0f, read %.0f MB/s\n", round + 1, put_mbps.back(),
-                commit_ms.back(), 100 * put_cpu.back(), get_mbps.back(),
-                fio_w->empty() ? NAN : fio_w->back(), fio_r->empty() ? NAN : fio_r->back());
+    std::printf("  round %d: put %.0f MB/s (commit %.1f ms, %.0f%% of a core), get %.0f MB/s",
+                round + 1, put_mbps.back(), commit_ms.back(), 100 * put_cpu.back(),
+                get_mbps.back());
+    // fio runs in the single-node phase only (the cluster's rounds are compared with those).
+    if (!fio_w->empty() && fio_w->size() == static_cast<size_t>(round + 1)) {
+      std::printf("; fio (per object byte) write %.0f, read %.0f MB/s", fio_w->back(),
+                  fio_r->back());
+    }
+    std::printf("\n");
   }
   StoreFigures f;
   f.put = Median(put_mbps);
