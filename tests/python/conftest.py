@@ -53,3 +53,13 @@ def daemon(tmp_path):
 @pytest.fixture
 def openlaked_path():
     return _openlaked()
+
+
+@pytest.fixture
+def store(tmp_path):
+    """A real openlaked in storage mode over four drive folders (RS(2+2)), S3 on loopback."""
+    from openlake_client.local_store import LocalStore
+
+    s = LocalStore(_openlaked(), tmp_path / "store", drives=4, preexec_fn=_die_with_parent)
+    yield s
+    assert s.stop() == 0, s.log.read_text()

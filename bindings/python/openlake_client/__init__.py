@@ -1,4 +1,4 @@
-"""OpenLake KV-cache pool client and the vLLM KV connector.
+"""OpenLake KV-cache pool client, the vLLM KV connector, and parallel S3 transfers.
 
     import openlake_client as ol
     c = ol.Client("127.0.0.1:9400")          # moves to the local Unix socket, maps the slab
@@ -8,6 +8,12 @@
     loaded, states = c.get(ns, [key], [[(address, length), ...]])
 
 The vLLM connector is `openlake_client.openlake_connector.OpenLakeConnector` (see docs/vllm.md).
+`S3Transfer` moves objects to and from an S3 endpoint (an openlaked's, or any path-style one)
+over several connections at once, straight from and into buffers (docs/checkpoints.md):
+
+    t = ol.S3Transfer("127.0.0.1:9000", access_key, secret_key)
+    t.put_many("ckpt", [("step-100/0.bin", tensor_bytes), ...])
+    t.get_many("ckpt", [("step-100/0.bin", 0, preallocated_buffer), ...])
 Importing this package starts nothing: no thread, socket or daemon until a Client is made.
 """
 
@@ -22,6 +28,7 @@ from openlake_client._openlake import (  # noqa: F401  (re-exported)
     PermissionDeniedError,
     PoolFullError,
     PreconditionError,
+    S3Transfer,
     UnavailableError,
     crc64,
     crc64_at,
@@ -57,6 +64,7 @@ __all__ = [
     "InvalidArgumentError",
     "PermissionDeniedError",
     "DataLossError",
+    "S3Transfer",
     "crc64",
     "crc64_at",
     "crc64_many",

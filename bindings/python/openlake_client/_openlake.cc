@@ -1,4 +1,5 @@
-// _openlake: the Python binding of libopenlake's KV client (openlake/kv/client.h).
+// _openlake: the Python binding of libopenlake's KV client (openlake/kv/client.h), and of its
+// parallel S3 transfers (s3_transfer.cc, openlake/s3/transfer.h).
 //
 // Thin by design: argument conversion, the GIL released around every call that waits or copies,
 // the slab exposed through the buffer protocol (no copies), and one place (RaiseStatus) that
@@ -22,7 +23,9 @@
 #include "openlake/checksum.h"
 #include "openlake/kv/client.h"
 #include "openlake/node/status.h"
+#include "openlake/s3/client.h"
 #include "openlake/version.h"
+#include "binding.h"
 
 #ifndef OL_HAVE_CUDA
 #define OL_HAVE_CUDA 0  // set to 1 by the build that links the GPU checksum (-Dcuda=enabled)
@@ -99,15 +102,13 @@ PyObject* NewError(py::module_& m, const char* name, PyObject* bases, const char
   if (!exc) throw py::error_already_set();
   const std::string code = absl::StatusCodeToString(st.code());
   PyObject_SetAttrString(exc.ptr(), "code", py::str(code).ptr());
+  // An S3 server's error code ("NoSuchKey", "SlowDown", ...), "" for anything else.
+  PyObject_SetAttrString(exc.ptr(), "s3_code", py::str(openlake::s3::ErrorCodeOf(st)).ptr());
   PyErr_SetObject(type, exc.ptr());
   throw py::error_already_set();
 }
 
-template <typename T>
-T Unwrap(absl::StatusOr<T> v) {
-  if (!v.ok()) RaiseStatus(v.status());
-  return *std::move(v);
-}
+using openlake_py::Unwrap;
 
 void Check(const absl::Status& st) {
   if (!st.ok()) RaiseStatus(st);
@@ -552,6 +553,10 @@ void Crc64RowsDevice(uintptr_t address, uint64_t row_bytes, uint64_t rows, uintp
 
 }  // namespace
 
+namespace openlake_py {
+void Raise(const absl::Status& st) { RaiseStatus(st); }
+}  // namespace openlake_py
+
 PYBIND11_MODULE(_openlake, m) {
   m.doc() = "OpenLake KV pool client (libopenlake binding); see openlake_client";
 
@@ -654,6 +659,7 @@ PYBIND11_MODULE(_openlake, m) {
 #endif
   m.def("has_cuda_crc", [] { return OL_HAVE_CUDA != 0; },
         "Whether crc64_rows_device (the GPU checksum) was built in.");
+  openlake_py::BindS3Transfer(m);
   m.def("version", [] { return std::string(openlake::Version()); });
   m.def("node_status", &NodeStatusOf, py::arg("address"), py::arg("secret") = "",
         py::arg("timeout") = 3.0,

@@ -53,35 +53,26 @@ def free_port() -> int:
     raise RuntimeError("no free loopback port between 20000 and 32000")
 
 
-class LocalDaemon:
-    def __init__(self, openlaked: str, folder: Path, capacity_gb: float,
-                 slab_settings: str = "", start_timeout: float = 20.0,
-                 stop_timeout: float = 60.0,
-                 preexec_fn: Optional[Callable[[], Any]] = None,
-                 top_settings: str = "", host: str = "127.0.0.1", port: Optional[int] = None,
-                 env: Optional[Dict[str, str]] = None, argv_prefix: Sequence[str] = ()) -> None:
-        folder = Path(folder)
-        (folder / "sock").mkdir(parents=True, exist_ok=True)
-        self.port = port if port is not None else free_port()
-        self.address = f"{host}:{self.port}"
-        self.socket = folder / "sock" / "kv.sock"
-        self.log = folder / "openlaked.log"
+class DaemonProcess:
+    """An openlaked child process: waits for its start, stops it (SIGTERM, then SIGKILL after
+    `stop_timeout` seconds), and is a context manager that stops it at the block's end."""
+
+    def _start(self, argv: Sequence[str], log: Path, started: Callable[[str], bool],
+               start_timeout: float, stop_timeout: float,
+               preexec_fn: Optional[Callable[[], Any]], env: Optional[Dict[str, str]]) -> None:
+        self.log = log
         self._stop_timeout = stop_timeout
-        cfg = folder / "openlake.toml"
-        cfg.write_text(f'mode = "kv"\nrpc_addr = "{self.address}"\nkv_socket = "{self.socket}"\n'
-                       f"{top_settings}\n[kv_slab]\ncapacity_gb = {capacity_gb}\n{slab_settings}")
-        self.proc = subprocess.Popen([*argv_prefix, openlaked, "--config", str(cfg)],
-                                     stdout=open(self.log, "w"), stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen(list(argv), stdout=open(log, "w"), stderr=subprocess.STDOUT,
                                      preexec_fn=preexec_fn, env={**os.environ, **(env or {})})
         deadline = time.time() + start_timeout
         while time.time() < deadline:
-            if "KV pool:" in self.log.read_text():
+            if started(log.read_text(errors="replace")):
                 return
             if self.proc.poll() is not None:
                 break
             time.sleep(0.02)
         self.stop()
-        raise RuntimeError(f"openlaked did not start:\n{self.log.read_text()}")
+        raise RuntimeError(f"openlaked did not start:\n{log.read_text(errors='replace')}")
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -93,11 +84,30 @@ class LocalDaemon:
                 self.proc.wait()
         return self.proc.returncode
 
-    def __enter__(self) -> "LocalDaemon":
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+class LocalDaemon(DaemonProcess):
+    def __init__(self, openlaked: str, folder: Path, capacity_gb: float,
+                 slab_settings: str = "", start_timeout: float = 20.0,
+                 stop_timeout: float = 60.0,
+                 preexec_fn: Optional[Callable[[], Any]] = None,
+                 top_settings: str = "", host: str = "127.0.0.1", port: Optional[int] = None,
+                 env: Optional[Dict[str, str]] = None, argv_prefix: Sequence[str] = ()) -> None:
+        folder = Path(folder)
+        (folder / "sock").mkdir(parents=True, exist_ok=True)
+        self.port = port if port is not None else free_port()
+        self.address = f"{host}:{self.port}"
+        self.socket = folder / "sock" / "kv.sock"
+        cfg = folder / "openlake.toml"
+        cfg.write_text(f'mode = "kv"\nrpc_addr = "{self.address}"\nkv_socket = "{self.socket}"\n'
+                       f"{top_settings}\n[kv_slab]\ncapacity_gb = {capacity_gb}\n{slab_settings}")
+        self._start([*argv_prefix, openlaked, "--config", str(cfg)], folder / "openlaked.log",
+                    lambda text: "KV pool:" in text, start_timeout, stop_timeout, preexec_fn, env)
 
 
 def nodes_table(addresses: Sequence[str]) -> str:

@@ -17,6 +17,7 @@
 #include "http/framing.h"
 #include "s3/api/xml.h"
 #include "s3/auth/sigv4.h"
+#include "s3/client/results.h"
 
 #include "openlake/io/socket.h"
 #include "openlake/status.h"
@@ -133,7 +134,14 @@ class Client::Impl {
   // becomes the error it carries.
   absl::StatusOr<http::ResponseHead> Do(std::string_view method, const std::string& path,
                                         std::string_view body, Sink* sink) {
-    const std::string head = RequestHead(method, path, body);
+    return Do(method, path, "", {}, body, sink);
+  }
+  // The same with a query (percent-encoded, without '?') and headers beyond the signed ones.
+  absl::StatusOr<http::ResponseHead> Do(std::string_view method, const std::string& path,
+                                        std::string_view query,
+                                        const std::vector<HttpHeader>& extra,
+                                        std::string_view body, Sink* sink) {
+    const std::string head = RequestHead(method, path, query, extra, body);
     // A kept connection may have been closed by the server while idle: when nothing at all
     // came back, the request is sent once more on a new connection.
     for (int attempt = 0;; ++attempt) {
@@ -161,16 +169,21 @@ class Client::Impl {
   io::SocketAddress addr;
 
  private:
-  std::string RequestHead(std::string_view method, const std::string& path, std::string_view body) {
+  std::string RequestHead(std::string_view method, const std::string& path,
+                          std::string_view query, const std::vector<HttpHeader>& extra,
+                          std::string_view body) {
     RequestToSign r;
     r.method = std::string(method);
     r.host = o.endpoint;
     r.path = path;
+    r.query = std::string(query);
     if (o.sign_payload) r.payload_sha256 = Sha256Hex(body);
-    std::string out = StrCat(method, " ", path, " HTTP/1.1\r\nHost: ", o.endpoint, "\r\n");
+    std::string out = StrCat(method, " ", path, query.empty() ? "" : "?", query,
+                             " HTTP/1.1\r\nHost: ", o.endpoint, "\r\n");
     for (const HttpHeader& h : SignV4Headers(r, o.credential, o.region, absl::Now())) {
       absl::StrAppend(&out, h.name, ": ", h.value, "\r\n");
     }
+    for (const HttpHeader& h : extra) absl::StrAppend(&out, h.name, ": ", h.value, "\r\n");
     if (method == "PUT" || !body.empty()) {
       absl::StrAppend(&out, "Content-Length: ", body.size(), "\r\n");
     }
@@ -361,11 +374,36 @@ absl::StatusOr<std::string> Client::PutObject(std::string_view bucket, std::stri
                                               std::string_view data) {
   Sink none;
   OL_ASSIGN_OR_RETURN(http::ResponseHead h, impl_->Do("PUT", PathOf(bucket, key), data, &none));
-  std::string_view etag = h.Value("etag");
-  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
-    etag = etag.substr(1, etag.size() - 2);
+  return std::string(Unquoted(h.Value("etag")));
+}
+
+absl::StatusOr<size_t> Client::GetObjectRange(std::string_view bucket, std::string_view key,
+                                              uint64_t offset, absl::Span<char> out) {
+  if (out.empty()) return 0;
+  Sink sink;
+  sink.buf = out.data();
+  sink.cap = out.size();
+  const std::vector<HttpHeader> range = {
+      {"Range", StrCat("bytes=", offset, "-", offset + out.size() - 1)}};
+  OL_ASSIGN_OR_RETURN(http::ResponseHead h,
+                      impl_->Do("GET", PathOf(bucket, key), "", range, "", &sink));
+  if (h.status != 206 && offset > 0) {
+    // A server that ignored the range sent the whole object from its start: not what was
+    // asked for (and it was too large for `out` unless it fitted by chance).
+    return absl::InternalError(StrCat("the server ignored the range of ", key));
   }
-  return std::string(etag);
+  return sink.size;
+}
+
+absl::StatusOr<ObjectHead> Client::HeadObject(std::string_view bucket, std::string_view key) {
+  Sink none;
+  OL_ASSIGN_OR_RETURN(http::ResponseHead h, impl_->Do("HEAD", PathOf(bucket, key), "", &none));
+  ObjectHead out;
+  out.size = h.content_length;
+  out.etag = std::string(Unquoted(h.Value("etag")));
+  out.content_type = std::string(h.Value("content-type"));
+  out.last_modified = std::string(h.Value("last-modified"));
+  return out;
 }
 
 absl::StatusOr<size_t> Client::GetObject(std::string_view bucket, std::string_view key,
@@ -389,6 +427,84 @@ absl::StatusOr<std::string> Client::GetObject(std::string_view bucket, std::stri
 absl::Status Client::DeleteObject(std::string_view bucket, std::string_view key) {
   Sink none;
   return impl_->Do("DELETE", PathOf(bucket, key), "", &none).status();
+}
+
+absl::StatusOr<std::string> Client::CreateMultipartUpload(std::string_view bucket,
+                                                          std::string_view key) {
+  std::string body;
+  Sink sink;
+  sink.grow = &body;
+  OL_RETURN_IF_ERROR(impl_->Do("POST", PathOf(bucket, key), "uploads=", {}, "", &sink).status());
+  body.resize(sink.size);
+  return ParseInitiateResult(body);
+}
+
+absl::StatusOr<std::string> Client::UploadPart(std::string_view bucket, std::string_view key,
+                                               std::string_view upload_id, int part_number,
+                                               std::string_view data) {
+  Sink none;
+  const std::string query =
+      StrCat("partNumber=", part_number, "&uploadId=", UriEncode(upload_id, false));
+  OL_ASSIGN_OR_RETURN(http::ResponseHead h,
+                      impl_->Do("PUT", PathOf(bucket, key), query, {}, data, &none));
+  return std::string(Unquoted(h.Value("etag")));
+}
+
+absl::StatusOr<std::string> Client::CompleteMultipartUpload(std::string_view bucket,
+                                                            std::string_view key,
+                                                            std::string_view upload_id,
+                                                            const std::vector<PartEtag>& parts) {
+  XmlWriter w("CompleteMultipartUpload");
+  for (const PartEtag& p : parts) {
+    w.Open("Part");
+    w.Element("PartNumber", StrCat(p.number));
+    w.Element("ETag", StrCat("\"", p.etag, "\""));
+    w.Close();
+  }
+  const std::string doc = w.Finish();
+  std::string body;
+  Sink sink;
+  sink.grow = &body;
+  OL_RETURN_IF_ERROR(impl_->Do("POST", PathOf(bucket, key),
+                               StrCat("uploadId=", UriEncode(upload_id, false)), {}, doc, &sink)
+                         .status());
+  body.resize(sink.size);
+  // S3 may answer 200 and then report a failure in the body.
+  absl::StatusOr<S3Error> failed = ParseErrorXml(body);
+  if (failed.ok()) {
+    const int http = failed->code == "SlowDown" || failed->code == "ServiceUnavailable" ? 503 : 500;
+    return S3Status(http, failed->code, failed->message);
+  }
+  return ParseCompleteResult(body);
+}
+
+absl::Status Client::AbortMultipartUpload(std::string_view bucket, std::string_view key,
+                                          std::string_view upload_id) {
+  Sink none;
+  return impl_
+      ->Do("DELETE", PathOf(bucket, key), StrCat("uploadId=", UriEncode(upload_id, false)), {},
+           "", &none)
+      .status();
+}
+
+absl::StatusOr<ListPage> Client::ListObjectsV2(std::string_view bucket,
+                                               const ListOptions& options) {
+  // Parameters in any order: the signature sorts them.
+  std::string query = StrCat("list-type=2&max-keys=", options.max_keys);
+  if (!options.prefix.empty()) absl::StrAppend(&query, "&prefix=", UriEncode(options.prefix, false));
+  if (!options.delimiter.empty()) {
+    absl::StrAppend(&query, "&delimiter=", UriEncode(options.delimiter, false));
+  }
+  if (!options.continuation_token.empty()) {
+    absl::StrAppend(&query, "&continuation-token=",
+                    UriEncode(options.continuation_token, false));
+  }
+  std::string body;
+  Sink sink;
+  sink.grow = &body;
+  OL_RETURN_IF_ERROR(impl_->Do("GET", PathOf(bucket, ""), query, {}, "", &sink).status());
+  body.resize(sink.size);
+  return ParseListResult(body);
 }
 
 std::string ErrorCodeOf(const absl::Status& status) {

@@ -3,7 +3,9 @@
 // A small blocking S3 client: one keep-alive HTTP/1.1 connection over TCP (plain http), every
 // request signed with AWS Signature Version 4 (docs/s3.md, "Authentication"). It speaks to
 // `openlaked`'s S3 server or any S3 endpoint that takes path-style requests, and covers what
-// tools and benchmarks need: CreateBucket, HeadBucket, PutObject, GetObject, DeleteObject.
+// tools, benchmarks and the parallel transfers (openlake/s3/transfer.h) need: CreateBucket,
+// HeadBucket, PutObject, GetObject (whole or a range), HeadObject, DeleteObject, the multipart
+// upload's four calls and ListObjectsV2.
 //
 //   s3::ClientOptions o;
 //   o.endpoint = "127.0.0.1:9000";
@@ -28,6 +30,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -42,6 +45,40 @@
 #include "openlake/s3/credential.h"
 
 namespace openlake::s3 {
+
+// HeadObject's answer.
+struct ObjectHead {
+  uint64_t size = 0;
+  std::string etag;  // without quotes
+  std::string content_type;
+  std::string last_modified;  // as the server wrote it (an HTTP date)
+};
+
+// One part of a multipart upload, as CompleteMultipartUpload lists it.
+struct PartEtag {
+  int number = 0;
+  std::string etag;  // UploadPart's answer
+};
+
+struct ListOptions {
+  std::string prefix;
+  std::string delimiter;           // "" for a flat listing
+  std::string continuation_token;  // the previous page's next_continuation_token
+  int max_keys = 1000;
+};
+
+struct ListedObject {
+  std::string key;
+  uint64_t size = 0;
+  std::string etag;  // without quotes
+};
+
+struct ListPage {
+  std::vector<ListedObject> objects;
+  std::vector<std::string> common_prefixes;
+  bool truncated = false;
+  std::string next_continuation_token;  // for the next page when truncated
+};
 
 struct ClientOptions {
   std::string endpoint = "127.0.0.1:9000";  // host:port (plain http)
@@ -78,8 +115,34 @@ class OL_EXPORT Client {
   absl::StatusOr<size_t> GetObject(std::string_view bucket, std::string_view key,
                                    absl::Span<char> out);
   absl::StatusOr<std::string> GetObject(std::string_view bucket, std::string_view key);
+  // Bytes [offset, offset + out.size()) of the object into `out` (a Range request); returns
+  // how many came, fewer when the object ends first. OutOfRange (InvalidRange) when `offset`
+  // is at or past the end of a non-empty object. An empty `out` asks nothing and returns 0.
+  absl::StatusOr<size_t> GetObjectRange(std::string_view bucket, std::string_view key,
+                                        uint64_t offset, absl::Span<char> out);
+  // NotFound (no body, so ErrorCodeOf says "NotFound") when there is no such object.
+  absl::StatusOr<ObjectHead> HeadObject(std::string_view bucket, std::string_view key);
   // OK also when there was no such object (as S3 answers).
   absl::Status DeleteObject(std::string_view bucket, std::string_view key);
+
+  // Multipart upload: the upload id; then each part's ETag (parts 1..10000, each but the last
+  // at least 5 MiB on S3); then the object's ETag. An upload neither completed nor aborted
+  // keeps its parts on the server until a lifecycle rule or an abort removes them.
+  absl::StatusOr<std::string> CreateMultipartUpload(std::string_view bucket, std::string_view key);
+  absl::StatusOr<std::string> UploadPart(std::string_view bucket, std::string_view key,
+                                         std::string_view upload_id, int part_number,
+                                         std::string_view data);
+  // `parts` in ascending part order. A failure S3 reports inside a 200 answer (as it may once
+  // the response has started) is returned as that error.
+  absl::StatusOr<std::string> CompleteMultipartUpload(std::string_view bucket,
+                                                      std::string_view key,
+                                                      std::string_view upload_id,
+                                                      const std::vector<PartEtag>& parts);
+  absl::Status AbortMultipartUpload(std::string_view bucket, std::string_view key,
+                                    std::string_view upload_id);
+
+  // One page of the bucket's keys in order.
+  absl::StatusOr<ListPage> ListObjectsV2(std::string_view bucket, const ListOptions& options);
 
   const ClientOptions& options() const;
 
