@@ -63,3 +63,12 @@ def store(tmp_path):
     s = LocalStore(_openlaked(), tmp_path / "store", drives=4, preexec_fn=_die_with_parent)
     yield s
     assert s.stop() == 0, s.log.read_text()
+
+
+@pytest.fixture
+def ckpt_store(store):
+    """openlake_client.checkpoint.Store on `store`: four connections, 5 MiB parts."""
+    from openlake_client import checkpoint
+
+    return checkpoint.Store(store.endpoint, store.access_key, store.secret_key, connections=4,
+                            part_size=5 << 20)

@@ -39,11 +39,9 @@ def same(a, b):
 
 
 @pytest.fixture
-def ckpt(store):
-    s = checkpoint.Store(store.endpoint, store.access_key, store.secret_key, connections=4,
-                         part_size=5 << 20)
-    s.transfer.create_bucket("ckpt")
-    return s
+def ckpt(ckpt_store):
+    ckpt_store.transfer.create_bucket("ckpt")
+    return ckpt_store
 
 
 def test_save_then_load_a_new_state_dict(ckpt, store):

@@ -277,14 +277,12 @@ class OpenLakeReader(_AtUrl, StorageReader):
         return plans
 
     def read_data(self, plan, planner) -> Future:
-        gets = []
         after = []  # what to do with each read once it is in
         for req in plan.items:
             s: _Stored = self.storage[req.storage_index]
             key = f"{self.prefix}/{s.key}"
             if req.type == LoadItemType.BYTE_IO:
                 buf = bytearray(s.length)
-                gets.append((key, s.offset, buf))
                 after.append((req, s, buf, None))
                 continue
             target = planner.resolve_tensor(req).detach()
@@ -297,9 +295,8 @@ class OpenLakeReader(_AtUrl, StorageReader):
             if view.nbytes != s.length:
                 raise _openlake.DataLossError(
                     f"{key}: {s.length} bytes stored for a tensor of {view.nbytes}")
-            gets.append((key, s.offset, view))
             after.append((req, s, view, (target, into, direct)))
-        self.store.transfer.get_many(self.bucket, gets, progress=self.progress)
+        self._fetch([(s, buf) for _, s, buf, _ in after])
         for req, s, buf, tensor in after:
             crc = _openlake.crc64(buf)
             if crc != s.crc64:
@@ -318,6 +315,32 @@ class OpenLakeReader(_AtUrl, StorageReader):
         fut: Future = Future()
         fut.set_result(None)
         return fut
+
+    def _fetch(self, reads) -> None:
+        """Fills each (stored item, buffer) in one get_many: an item alone in its object
+        straight into its buffer; the items of a packed object with one read of their span,
+        then copied out (small items: one request instead of one each)."""
+        by_key: Dict[str, list] = {}
+        for s, buf in reads:
+            by_key.setdefault(s.key, []).append((s, buf))
+        gets, spans = [], []
+        for key, items in by_key.items():
+            full = f"{self.prefix}/{key}"
+            if len(items) == 1:
+                s, buf = items[0]
+                gets.append((full, s.offset, buf))
+                continue
+            lo = min(s.offset for s, _ in items)
+            hi = max(s.offset + s.length for s, _ in items)
+            staging = bytearray(hi - lo)
+            gets.append((full, lo, staging))
+            spans.append((lo, staging, items))
+        self.store.transfer.get_many(self.bucket, gets, progress=self.progress)
+        for lo, staging, items in spans:
+            src = memoryview(staging)
+            for s, buf in items:
+                if s.length:
+                    memoryview(buf).cast("B")[:] = src[s.offset - lo:s.offset - lo + s.length]
 
 
 # ---- One process.

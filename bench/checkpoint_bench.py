@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""checkpoint_bench: PyTorch checkpoint save and load through openlake_client.checkpoint.
+
+A state dict of `--gib` GiB (100 large float32 tensors and 200 small ones of 4-256 KiB, random
+bits) is saved to and loaded from an openlaked (its own, started on free loopback ports over
+four drive folders under --dir, RS(2+2); or --endpoint's) with the writer and reader of
+torch's distributed-checkpoint API, then with async_save (the time until training may resume).
+Baselines in the same run, on the same file system: torch.save to a local file, fsynced (the
+store fsyncs every shard before it answers), and torch.load of it; and boto3's upload_file and
+download_file (s3transfer's threads) of that same file to the same endpoint. Page caches of the
+files involved are dropped before every read.
+
+    python3 bench/checkpoint_bench.py --json          # ~2 min; 2 GiB, needs ~9 GiB of RAM
+Bars (/work/shared/PERF.md): save and load >= 0.8 of torch.save/torch.load; >= 2x boto3.
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def drop_cache(path: Path) -> None:
+    """Writes back and evicts the page cache of every file under `path` (or of the file)."""
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    for p in files:
+        try:
+            fd = os.open(p, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def make_state(torch, total_bytes: int):
+    g = torch.Generator().manual_seed(1)
+    state = {}
+    small_sizes = [4 << 10, 16 << 10, 64 << 10, 256 << 10]
+    small_total = 0
+    for i in range(200):
+        n = small_sizes[i % 4] // 4
+        state[f"layers.{i // 2}.norm{i % 2}"] = torch.randint(-2**31, 2**31 - 1, (n,),
+                                                              dtype=torch.int32,
+                                                              generator=g).view(torch.float32)
+        small_total += n * 4
+    large = max(1 << 20, (total_bytes - small_total) // 100) // 4
+    for i in range(100):
+        state[f"layers.{i}.weight"] = torch.randint(-2**31, 2**31 - 1, (large,),
+                                                    dtype=torch.int32,
+                                                    generator=g).view(torch.float32)
+    return state
+
+
+def nbytes(state) -> int:
+    return sum(t.numel() * t.element_size() for t in state.values())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="a smoke run (64 MiB)")
+    ap.add_argument("--gib", type=float, default=2.0, help="state dict size")
+    ap.add_argument("--dir", default="/var/tmp", help="where the drives and local files go")
+    ap.add_argument("--openlaked", default=str(ROOT / "build/tools/openlaked/openlaked"))
+    ap.add_argument("--endpoint", help="an S3 endpoint host:port instead of a private daemon")
+    ap.add_argument("--access-key", default=os.environ.get("AWS_ACCESS_KEY_ID", ""))
+    ap.add_argument("--secret-key", default=os.environ.get("AWS_SECRET_ACCESS_KEY", ""))
+    ap.add_argument("--connections", type=int, default=8)
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT / "build/bindings/python"))
+    import torch
+    from openlake_client import checkpoint
+    from openlake_client.local_store import LocalStore
+
+    if args.quick:
+        args.gib = 1 / 16
+    state = make_state(torch, int(args.gib * 2**30))
+    size = nbytes(state)
+    gb = size / 1e9
+    out = {"bench": "checkpoint", "state_bytes": size, "tensors": len(state)}
+    with tempfile.TemporaryDirectory(prefix="openlake-ckptbench-", dir=args.dir) as tmp:
+        tmp = Path(tmp)
+        daemon = None
+        if args.endpoint:
+            endpoint, access, secret = args.endpoint, args.access_key, args.secret_key
+        else:
+            daemon = LocalStore(args.openlaked, tmp / "store", drives=4)
+            endpoint, access, secret = daemon.endpoint, daemon.access_key, daemon.secret_key
+        try:
+            store = checkpoint.Store(endpoint, access, secret, connections=args.connections)
+            store.transfer.create_bucket("ckptbench")
+            url = "s3://ckptbench/run/step-1"
+
+            t0 = time.perf_counter()
+            checkpoint.save(state, url, store)
+            save_s = time.perf_counter() - t0
+            if daemon:
+                drop_cache(tmp / "store")
+            dest = {k: torch.empty_like(v) for k, v in state.items()}
+            t0 = time.perf_counter()
+            checkpoint.load_into(dest, url, store)
+            load_s = time.perf_counter() - t0
+            if not all(torch.equal(dest[k].view(torch.int32), v.view(torch.int32))
+                       for k, v in state.items()):
+                raise SystemExit("checkpoint_bench: the loaded state differs from the saved one")
+            del dest
+
+            t0 = time.perf_counter()
+            handle = checkpoint.async_save(state, "s3://ckptbench/run/step-2", store)
+            handle.wait()
+            async_total_s = time.perf_counter() - t0
+
+            local = tmp / "state.pt"
+            t0 = time.perf_counter()
+            with open(local, "wb") as f:
+                torch.save(state, f)
+                f.flush()
+                os.fsync(f.fileno())
+            torch_save_s = time.perf_counter() - t0
+            drop_cache(local)
+            t0 = time.perf_counter()
+            loaded = torch.load(local)
+            torch_load_s = time.perf_counter() - t0
+            del loaded
+
+            boto_up_s = boto_down_s = None
+            try:
+                import boto3
+                from botocore.config import Config
+            except ImportError:
+                boto3 = None
+            if boto3 is not None:
+                s3 = boto3.session.Session().client(
+                    "s3", endpoint_url=f"http://{endpoint}", region_name="us-east-1",
+                    aws_access_key_id=access, aws_secret_access_key=secret,
+                    config=Config(s3={"addressing_style": "path"}, signature_version="s3v4"))
+                drop_cache(local)
+                t0 = time.perf_counter()
+                s3.upload_file(str(local), "ckptbench", "boto3/state.pt")
+                boto_up_s = time.perf_counter() - t0
+                if daemon:
+                    drop_cache(tmp / "store")
+                back = tmp / "back.pt"
+                t0 = time.perf_counter()
+                s3.download_file("ckptbench", "boto3/state.pt", str(back))
+                boto_down_s = time.perf_counter() - t0
+        finally:
+            if daemon:
+                daemon.stop()
+    file_gb = size / 1e9  # torch.save's file is the state plus a little pickle
+    out.update({
+        "save_GBps": round(gb / save_s, 3), "load_GBps": round(gb / load_s, 3),
+        "torch_save_GBps": round(gb / torch_save_s, 3),
+        "torch_load_GBps": round(gb / torch_load_s, 3),
+        "boto3_upload_GBps": round(file_gb / boto_up_s, 3) if boto_up_s else None,
+        "boto3_download_GBps": round(file_gb / boto_down_s, 3) if boto_down_s else None,
+        "save_over_torch": round(torch_save_s / save_s, 3),
+        "load_over_torch": round(torch_load_s / load_s, 3),
+        "async_resume_s": round(handle.resume_seconds, 3),
+        "async_total_s": round(async_total_s, 3),
+    })
+    if boto_up_s:
+        out["save_over_boto3"] = round(boto_up_s / save_s, 3)
+        out["load_over_boto3"] = round(boto_down_s / load_s, 3)
+    print(f"state dict: {len(state)} tensors, {size / 2**30:.2f} GiB")
+    print(f"openlake save {out['save_GBps']} GB/s, load {out['load_GBps']} GB/s; "
+          f"torch.save (fsynced) {out['torch_save_GBps']} GB/s, torch.load "
+          f"{out['torch_load_GBps']} GB/s: save {out['save_over_torch']}, load "
+          f"{out['load_over_torch']} of torch (bar 0.8)")
+    if boto_up_s:
+        print(f"boto3 upload_file {out['boto3_upload_GBps']} GB/s, download_file "
+              f"{out['boto3_download_GBps']} GB/s: save {out['save_over_boto3']}x, load "
+              f"{out['load_over_boto3']}x boto3 (bar 2)")
+    else:
+        print("boto3 is not installed (Debian: python3-boto3): no boto3 baseline")
+    print(f"async save: training resumes after {out['async_resume_s']} s "
+          f"(the whole save {out['async_total_s']} s)")
+    if args.json:
+        print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
