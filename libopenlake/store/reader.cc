@@ -3,7 +3,9 @@
 // one is missing, unreadable or damaged, read parity shards instead and reconstruct. The read
 // returns correct bytes or an error, never damaged bytes; every shard found wanting queues the
 // object for healing. The next block is read ahead while the caller consumes this one.
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "store/engine.h"
 #include "store/errors.h"
@@ -18,9 +20,56 @@
 namespace openlake::store {
 namespace {
 
+// Read buffers kept for the next read on the same thread (a reactor's): a fresh buffer's pages
+// each cost a fault when first touched, which on some machines (2.7 s per GiB on this project's
+// VMs) takes longer than reading the shards into them. Sizes are rounded up to a power of two
+// of at least 64 KiB; a thread keeps at most 64 MiB, and no buffer over 16 MiB. A read only
+// ever writes a shard block's bytes before it reads them, so a reused buffer's old contents
+// are never seen.
+class ReadBufferPool {
+ public:
+  static io::AlignedBuffer Take(size_t size) {
+    const size_t cls = Class(size);
+    auto& free = Free();
+    for (size_t i = 0; i < free.size(); ++i) {
+      if (free[i].size() == cls) {
+        io::AlignedBuffer b = std::move(free[i]);
+        free.erase(free.begin() + static_cast<std::ptrdiff_t>(i));
+        Held() -= cls;
+        return b;
+      }
+    }
+    return io::AlignedBuffer(cls);
+  }
+  static void Give(io::AlignedBuffer b) {
+    const size_t size = b.size();
+    if (!b || size == 0 || size > kLargest || Held() + size > kMaxHeld) return;
+    Held() += size;
+    Free().push_back(std::move(b));
+  }
+
+ private:
+  static constexpr size_t kSmallest = 64 << 10;
+  static constexpr size_t kLargest = 16 << 20;
+  static constexpr size_t kMaxHeld = 64 << 20;
+  static size_t Class(size_t size) {
+    size_t c = kSmallest;
+    while (c < size) c <<= 1;
+    return c;
+  }
+  static std::vector<io::AlignedBuffer>& Free() {
+    thread_local std::vector<io::AlignedBuffer> free;
+    return free;
+  }
+  static size_t& Held() {
+    thread_local size_t held = 0;
+    return held;
+  }
+};
+
 struct BlockBuf {
-  io::AlignedBuffer data;    // k × block_size; shard s at s × L
-  io::AlignedBuffer parity;  // m × block_size; parity j at j × block_size
+  io::AlignedBuffer data;    // k × cap (the largest shard block); shard s at s × L
+  io::AlignedBuffer parity;  // m × cap; parity j at j × cap
   int part = -1;
   uint64_t block = 0;
   uint64_t len = 0;  // object bytes in this block
@@ -186,13 +235,29 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
     co_return out;
   }
 
+  // Buffers as large as this version's largest shard block (a small object's is far below the
+  // block size), and the read-ahead one only when there is a second block to read ahead: fresh
+  // pages cost a fault each, which on some machines takes longer than the read itself.
   bool InitBuffers() {
-    for (BlockBuf& b : bufs_) {
-      b.data = io::AlignedBuffer(static_cast<size_t>(k_) * block_);
-      b.parity = io::AlignedBuffer(std::max<size_t>(static_cast<size_t>(m_) * block_, 1));
+    uint64_t blocks = 0;
+    for (const pb::Part& p : v_.parts()) {
+      cap_ = std::max(cap_, ShardBlockLen(p.size(), 0, k_, block_, false));
+      blocks += BlockCount(p.size(), k_, block_);
+    }
+    for (size_t i = 0; i < (blocks > 1 ? 2 : 1); ++i) {
+      BlockBuf& b = bufs_[i];
+      b.data = ReadBufferPool::Take(k_ * cap_);
+      b.parity = ReadBufferPool::Take(m_ * cap_);
       if (!b.data || !b.parity) return false;
     }
     return true;
+  }
+
+  ~ReaderCore() {
+    for (BlockBuf& b : bufs_) {
+      ReadBufferPool::Give(std::move(b.data));
+      ReadBufferPool::Give(std::move(b.parity));
+    }
   }
 
  private:
@@ -249,8 +314,7 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
     uint8_t* ptrs[ec::kMaxShards];
     for (uint32_t s = 0; s < n_; ++s) {
       ptrs[s] = s < k_ ? reinterpret_cast<uint8_t*>(b.data.data()) + s * static_cast<uint64_t>(L)
-                       : reinterpret_cast<uint8_t*>(b.parity.data()) +
-                             (s - k_) * static_cast<uint64_t>(block_);
+                       : reinterpret_cast<uint8_t*>(b.parity.data()) + (s - k_) * cap_;
     }
     io::Reactor& r = *io::Reactor::Current();
     int good = 0;
@@ -336,6 +400,7 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
   std::vector<std::optional<pb::ObjectVersion>> copies_;
   uint64_t offset_, length_, pos_, end_;
   uint32_t k_ = 0, m_ = 0, n_ = 0, block_ = 0;
+  uint64_t cap_ = 0;  // the largest shard block of any part (InitBuffers)
   const ec::Codec* codec_ = nullptr;  // RS(k + m); null for a layout there can be no codec of
   std::vector<uint64_t> part_start_;
   std::vector<std::vector<std::unique_ptr<FileHandle>>> files_;

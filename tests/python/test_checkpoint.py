@@ -130,6 +130,14 @@ def test_async_save_returns_before_the_upload_and_keeps_the_snapshot(ckpt):
     got = checkpoint.load("s3://ckpt/run5/async", ckpt)
     assert torch.equal(got["w"], expected["w"])
     assert got["opt"]["step"] == 5 and torch.equal(got["opt"]["m"], expected["opt"]["m"])
+    # The next save refills the first one's snapshot memory.
+    buf = handle.snapshot["w"].data_ptr()
+    state["w"].add_(1.0)
+    second = state["w"].clone()
+    again = checkpoint.async_save(state, "s3://ckpt/run5/async2", ckpt, reuse=handle)
+    assert again.snapshot["w"].data_ptr() == buf and handle.snapshot is None
+    again.wait(120)
+    assert torch.equal(checkpoint.load("s3://ckpt/run5/async2", ckpt)["w"], second)
     # A failing save hands its error to wait().
     bad = checkpoint.async_save({"w": torch.ones(10)}, "s3://nobucket/x", ckpt)
     with pytest.raises(ol.NotFoundError):

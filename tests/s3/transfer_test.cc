@@ -4,6 +4,9 @@
 // retries against a server that is gone.
 #include "openlake/s3/transfer.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <string>
 #include <vector>
 
@@ -148,6 +151,31 @@ TEST_CASE("s3 transfer: bad options, and a server that is gone", "[s3][transfer]
   TransferOptions gone;
   gone.client.endpoint = endpoint;
   CHECK(absl::IsUnavailable(Transfer::Create(gone).status()));
+}
+
+TEST_CASE("s3 transfer: a forked child's copy refuses work and goes quietly", "[s3][transfer]") {
+  Server s;
+  auto t = Transfer::Create(SmallParts(s, 2));
+  REQUIRE(t.ok());
+  REQUIRE((*t)->control().ok());
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // The child: no worker threads here. Its batches fail at once, and destroying the copy
+    // neither joins the parent's threads nor touches its locks.
+    auto r = (*t)->PutMany("bkt", {{"k", "v"}});
+    const bool refused = absl::IsFailedPrecondition(r[0].status()) &&
+                         absl::IsFailedPrecondition((*t)->control().status());
+    t->reset();
+    _exit(refused ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  // The parent's transfer still works.
+  REQUIRE(s.Connect(s.Options())->CreateBucket("bkt").ok());
+  CHECK((*t)->Put("bkt", "after-fork", "v").ok());
 }
 
 }  // namespace

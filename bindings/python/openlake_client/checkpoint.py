@@ -11,6 +11,8 @@ both are supported), and `save`/`load` helpers for one process:
     checkpoint.load_into(model.state_dict(), "s3://ckpt/run1/step-100", store)  # in place
     handle = checkpoint.async_save(model.state_dict(), "s3://ckpt/run1/step-200", store)
     ...  # training goes on while the checkpoint drains
+    handle = checkpoint.async_save(model.state_dict(), "s3://ckpt/run1/step-300", store,
+                                   reuse=handle)  # waits for the last one, refills its memory
     handle.wait()
 
     # Distributed (every rank, as with FileSystemWriter):
@@ -399,18 +401,27 @@ def load(url: str, store: Store, progress=None) -> Dict[str, Any]:
 
 # ---- Async save.
 
-def _snapshot(obj: Any, pin: bool) -> Any:
+def _snapshot(obj: Any, pin: bool, old: Any = None) -> Any:
     """A copy of a state dict's values that training may not touch: tensors copied into host
     memory (pinned when CUDA is there, so a GPU tensor's copy is one DMA), containers rebuilt,
-    anything else deep-copied."""
+    anything else deep-copied. A tensor of `old` (an earlier snapshot of the same structure)
+    with the same shape and dtype is reused: its pages are already there, and first-touch page
+    faults cost more than the copy itself."""
     if isinstance(obj, torch.Tensor):
-        out = torch.empty(obj.shape, dtype=obj.dtype, pin_memory=pin)
+        if (isinstance(old, torch.Tensor) and old.shape == obj.shape and old.dtype == obj.dtype
+                and old.is_pinned() == pin):
+            out = old
+        else:
+            out = torch.empty(obj.shape, dtype=obj.dtype, pin_memory=pin)
         out.copy_(obj.detach(), non_blocking=pin and obj.is_cuda)
         return out
     if isinstance(obj, dict):
-        return type(obj)((k, _snapshot(v, pin)) for k, v in obj.items())
+        prev = old if isinstance(old, dict) else {}
+        return type(obj)((k, _snapshot(v, pin, prev.get(k))) for k, v in obj.items())
     if isinstance(obj, (list, tuple)) and not hasattr(obj, "_fields"):
-        return type(obj)(_snapshot(v, pin) for v in obj)
+        prev = list(old) if isinstance(old, type(obj)) and len(old) == len(obj) else []
+        prev += [None] * (len(obj) - len(prev))
+        return type(obj)(_snapshot(v, pin, p) for v, p in zip(obj, prev))
     return copy.deepcopy(obj)
 
 
@@ -419,8 +430,9 @@ class SaveHandle:
     written) and raises what the save raised; `done()` says whether it has finished.
     `resume_seconds` is how long async_save held the caller (the snapshot)."""
 
-    def __init__(self, resume_seconds: float) -> None:
+    def __init__(self, resume_seconds: float, snapshot: Any) -> None:
         self.resume_seconds = resume_seconds
+        self.snapshot = snapshot  # what is being written; async_save(reuse=) refills it
         self._done = threading.Event()
         self._error: Optional[BaseException] = None
         self.seconds: Optional[float] = None  # the whole save, once done
@@ -435,17 +447,24 @@ class SaveHandle:
             raise self._error
 
 
-def async_save(state_dict: Dict[str, Any], url: str, store: Store, progress=None) -> SaveHandle:
+def async_save(state_dict: Dict[str, Any], url: str, store: Store, progress=None,
+               reuse: Optional[SaveHandle] = None) -> SaveHandle:
     """Snapshots `state_dict` and returns at once; the checkpoint is written to `url` in the
     background (one process, as `save`). Training may change its tensors as soon as this
     returns. Call `wait()` on the handle before relying on the checkpoint, and before the next
-    async_save to the same URL."""
+    async_save to the same URL. `reuse`: the previous save's handle; its snapshot memory is
+    refilled (after that save has finished) instead of allocated anew, which is what makes a
+    loop of saves cheap to resume from."""
     start = time.monotonic()
+    old = None
+    if reuse is not None:
+        reuse._done.wait()  # its buffers are still being sent until then
+        old, reuse.snapshot = reuse.snapshot, None
     pin = torch.cuda.is_available()
-    snap = _snapshot(state_dict, pin)
+    snap = _snapshot(state_dict, pin, old)
     if pin:
         torch.cuda.synchronize()
-    handle = SaveHandle(time.monotonic() - start)
+    handle = SaveHandle(time.monotonic() - start, snap)
 
     def run() -> None:
         try:

@@ -4,6 +4,8 @@
 // queue at once, so every connection stays busy whatever the mix of sizes.
 #include "openlake/s3/transfer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -48,6 +50,10 @@ size_t PartSizeFor(uint64_t size, size_t part) {
 class Transfer::Impl {
  public:
   explicit Impl(TransferOptions options) : o(std::move(options)) {}
+
+  // Whether this is the process that made the transfer: a child forked from it (a DataLoader
+  // worker) has a copy of it without its threads.
+  bool Inherited() const { return getpid() != owner; }
 
   ~Impl() {
     {
@@ -119,6 +125,7 @@ class Transfer::Impl {
   }
 
   TransferOptions o;
+  const pid_t owner = getpid();
   absl::Mutex batch_mu;  // one batch at a time
   std::unique_ptr<Client> control;
   std::atomic<uint64_t> requests{0};
@@ -153,7 +160,21 @@ class Transfer::Impl {
 };
 
 Transfer::Transfer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Transfer::~Transfer() = default;
+
+Transfer::~Transfer() {
+  // In a forked child the workers do not exist (joining them would hang) and the parent's
+  // threads may have held its locks at the fork: the copy is left as it is.
+  if (impl_ != nullptr && impl_->Inherited()) (void)impl_.release();
+}
+
+namespace {
+
+absl::Status InheritedError() {
+  return absl::FailedPreconditionError(
+      "this S3 transfer was made in another process (before a fork): make one in this process");
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Transfer>> Transfer::Create(TransferOptions options) {
   if (options.connections < 1 || options.connections > 256) {
@@ -176,6 +197,7 @@ absl::StatusOr<std::unique_ptr<Transfer>> Transfer::Create(TransferOptions optio
 const TransferOptions& Transfer::options() const { return impl_->o; }
 
 absl::StatusOr<Client*> Transfer::control() {
+  if (impl_->Inherited()) return InheritedError();  // its connection is the parent's
   if (impl_->control == nullptr) {
     OL_ASSIGN_OR_RETURN(impl_->control, Client::Connect(impl_->o.client));
   }
@@ -194,6 +216,7 @@ Transfer::Counters Transfer::counters() const {
 std::vector<absl::StatusOr<std::string>> Transfer::PutMany(std::string_view bucket,
                                                            const std::vector<PutItem>& items) {
   Impl& im = *impl_;
+  if (im.Inherited()) return {items.size(), absl::StatusOr<std::string>(InheritedError())};
   absl::MutexLock batch(&im.batch_mu);
   const std::string b(bucket);
   const size_t n = items.size();
@@ -310,6 +333,7 @@ std::vector<absl::StatusOr<std::string>> Transfer::PutMany(std::string_view buck
 std::vector<absl::Status> Transfer::GetMany(std::string_view bucket,
                                             const std::vector<GetItem>& items) {
   Impl& im = *impl_;
+  if (im.Inherited()) return std::vector<absl::Status>(items.size(), InheritedError());
   absl::MutexLock batch(&im.batch_mu);
   const std::string b(bucket);
   std::vector<absl::Status> out(items.size());

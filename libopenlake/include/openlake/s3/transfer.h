@@ -21,7 +21,9 @@
 // times, with a growing pause) on a fresh connection; other errors (403, 404, ...) are final.
 // A multipart upload that cannot complete is aborted, so nothing of it stays visible or
 // stored. The methods block the calling thread; one batch at a time per Transfer (calls from
-// several threads are serialised).
+// several threads are serialised). A Transfer belongs to the process that made it: in a child
+// forked from it (a DataLoader worker) its batches fail with FailedPrecondition, and destroying
+// it there leaves its memory alone (its threads and locks are the parent's).
 #pragma once
 
 #include <cstddef>
