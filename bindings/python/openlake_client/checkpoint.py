@@ -214,7 +214,7 @@ class OpenLakeWriter(_AtUrl, StorageWriter):
             meta = (str(t.dtype), tuple(t.shape))
             if view.nbytes < self.pack_below:
                 packed.append((item, len(pack), view.nbytes, *meta))
-                pack += view.tobytes()
+                pack += memoryview(view).cast("B")  # the one copy
             else:
                 own.append((item, f"data/{rp.save_id}_r{rp.rank}_{len(own) + 1}", view, t))
         results = []
