@@ -666,8 +666,10 @@ TEST_CASE("openlake cluster status asks each node over its RPC; a down node exit
   Proc n2({Env("OPENLAKED"), "--config", nodes.configs[2]}, dir.File("n2.out"));
   INFO(n0.Output() << n1.Output() << n2.Output());
   REQUIRE(n0.WaitFor("admin: http://"));
-  REQUIRE(n1.WaitFor("node status: rpc"));
-  REQUIRE(n2.WaitFor("node status: rpc"));
+  // Each store open, not just listening: a node still joining when node 2 stops would wait for
+  // a majority of the drives to carry the deployment, which its own blank ones may not yet.
+  REQUIRE(n1.WaitFor("S3: http://"));
+  REQUIRE(n2.WaitFor("S3: http://"));
   CHECK(n2.Stop() == 0);
 
   CliResult r = Cli(dir, {"cluster", "status", "--config", nodes.configs[0], "--json",
@@ -761,8 +763,10 @@ TEST_CASE("openlake cluster topology: as configured, and probed", "[cli]") {
   Proc n2({Env("OPENLAKED"), "--config", nodes.configs[2]}, dir.File("n2.out"));
   INFO(n0.Output() << n1.Output() << n2.Output());
   REQUIRE(n0.WaitFor("admin: http://"));
-  REQUIRE(n1.WaitFor("node status: rpc"));
-  REQUIRE(n2.WaitFor("node status: rpc"));
+  // Each store open, not just listening: a node still joining when node 2 stops would wait for
+  // a majority of the drives to carry the deployment, which its own blank ones may not yet.
+  REQUIRE(n1.WaitFor("S3: http://"));
+  REQUIRE(n2.WaitFor("S3: http://"));
   CHECK(n2.Stop() == 0);
   r = Cli(dir, {"cluster", "topology", "--config", nodes.configs[0], "--probe", "--json",
                 "--probe-timeout-secs", "2"});
