@@ -97,25 +97,41 @@ StorageReader = _dcp.StorageReader
 METADATA = ".metadata"
 
 
+@dataclasses.dataclass
+class S3Config:
+    """An S3 endpoint (an openlaked's, or any path-style one) and its credentials; cheap to
+    pickle into DataLoader workers. Defaults: the endpoint from OPENLAKE_S3_ENDPOINT
+    (127.0.0.1:9000), the credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY."""
+    endpoint: str = ""
+    access_key: str = ""
+    secret_key: str = ""
+    region: str = "us-east-1"
+    connections: int = 8
+
+    def __post_init__(self) -> None:
+        self.endpoint = (self.endpoint or os.environ.get("OPENLAKE_S3_ENDPOINT", "127.0.0.1:9000")
+                         ).removeprefix("http://")
+        self.access_key = self.access_key or os.environ.get("AWS_ACCESS_KEY_ID", "")
+        self.secret_key = self.secret_key or os.environ.get("AWS_SECRET_ACCESS_KEY", "")
+        if not self.access_key or not self.secret_key:
+            raise ValueError("no S3 credentials: pass access_key and secret_key, or set "
+                             "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+
+    def transfer(self, part_size: int = 16 << 20, retries: int = 3, timeout: float = 30.0):
+        return _openlake.S3Transfer(self.endpoint, self.access_key, self.secret_key, self.region,
+                                    self.connections, part_size, retries, timeout)
+
+
 class Store:
-    """Where checkpoints go: an S3 endpoint (an openlaked's, or any path-style one) and its
-    credentials, with the parallel transfer used for every request. Default credentials come
-    from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, the endpoint from OPENLAKE_S3_ENDPOINT."""
+    """Where checkpoints go: an S3Config's endpoint and credentials, with the parallel transfer
+    used for every request."""
 
     def __init__(self, endpoint: Optional[str] = None, access_key: Optional[str] = None,
                  secret_key: Optional[str] = None, region: str = "us-east-1",
                  connections: int = 8, part_size: int = 16 << 20, retries: int = 3,
                  timeout: float = 60.0) -> None:
-        endpoint = endpoint or os.environ.get("OPENLAKE_S3_ENDPOINT", "127.0.0.1:9000")
-        if endpoint.startswith("http://"):
-            endpoint = endpoint[len("http://"):]
-        access_key = access_key or os.environ.get("AWS_ACCESS_KEY_ID", "")
-        secret_key = secret_key or os.environ.get("AWS_SECRET_ACCESS_KEY", "")
-        if not access_key or not secret_key:
-            raise ValueError("no S3 credentials: pass access_key and secret_key, or set "
-                             "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
-        self.transfer = _openlake.S3Transfer(endpoint, access_key, secret_key, region,
-                                             connections, part_size, retries, timeout)
+        cfg = S3Config(endpoint or "", access_key or "", secret_key or "", region, connections)
+        self.transfer = cfg.transfer(part_size, retries, timeout)
 
 
 def parse_url(url: str) -> Tuple[str, str]:

@@ -22,32 +22,11 @@ import os
 import queue
 import random
 import threading
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import torch.utils.data as tud
 
-from . import _openlake
-from .checkpoint import parse_url
-
-
-@dataclass
-class S3Config:
-    """Where the data is and how to reach it; cheap to pickle into DataLoader workers."""
-    endpoint: str = ""
-    access_key: str = ""
-    secret_key: str = ""
-    region: str = "us-east-1"
-    connections: int = 8
-
-    def __post_init__(self) -> None:
-        self.endpoint = (self.endpoint or os.environ.get("OPENLAKE_S3_ENDPOINT", "127.0.0.1:9000")
-                         ).removeprefix("http://")
-        self.access_key = self.access_key or os.environ.get("AWS_ACCESS_KEY_ID", "")
-        self.secret_key = self.secret_key or os.environ.get("AWS_SECRET_ACCESS_KEY", "")
-        if not self.access_key or not self.secret_key:
-            raise ValueError("no S3 credentials: pass them, or set AWS_ACCESS_KEY_ID and "
-                             "AWS_SECRET_ACCESS_KEY")
+from .checkpoint import S3Config, parse_url  # noqa: F401  (S3Config: part of this API)
 
 
 class _PerProcess:
@@ -60,9 +39,7 @@ class _PerProcess:
 
     def get(self):
         if self._pid != os.getpid():
-            c = self.cfg
-            self._t = _openlake.S3Transfer(c.endpoint, c.access_key, c.secret_key, c.region,
-                                           c.connections)
+            self._t = self.cfg.transfer()
             self._pid = os.getpid()
         return self._t
 
@@ -71,6 +48,15 @@ class _PerProcess:
 
     def __setstate__(self, state):
         self.__init__(state["cfg"])
+
+
+def _list_prefix(url: str, cfg: S3Config):
+    """The bucket, the prefix, the per-process transfer and every (key, size) under the prefix
+    in key order (a URL ending in '/' lists that folder only)."""
+    bucket, prefix = parse_url(url)
+    prefix = prefix + "/" if url.endswith("/") else prefix
+    t = _PerProcess(cfg)
+    return bucket, prefix, t, [(k, size) for k, size, _ in t.get().list(bucket, prefix)]
 
 
 def _fetch(t, bucket: str, keys: List[Tuple[str, int]]) -> List[bytearray]:
@@ -85,10 +71,7 @@ class ObjectDataset(tud.Dataset):
 
     def __init__(self, url: str, cfg: S3Config,
                  transform: Optional[Callable[[str, bytearray], Any]] = None) -> None:
-        self.bucket, prefix = parse_url(url)
-        self.prefix = prefix + "/" if url.endswith("/") else prefix
-        self._t = _PerProcess(cfg)
-        self.objects = [(k, size) for k, size, _ in self._t.get().list(self.bucket, self.prefix)]
+        self.bucket, self.prefix, self._t, self.objects = _list_prefix(url, cfg)
         self.keys = [k for k, _ in self.objects]
         self.transform = transform
 
@@ -119,10 +102,7 @@ class ObjectStream(tud.IterableDataset):
                  world_size: Optional[int] = None,
                  transform: Optional[Callable[[str, bytearray], Any]] = None) -> None:
         super().__init__()
-        self.bucket, prefix = parse_url(url)
-        self.prefix = prefix + "/" if url.endswith("/") else prefix
-        self._t = _PerProcess(cfg)
-        self.objects = [(k, size) for k, size, _ in self._t.get().list(self.bucket, self.prefix)]
+        self.bucket, self.prefix, self._t, self.objects = _list_prefix(url, cfg)
         self.shuffle, self.seed, self.epoch = shuffle, seed, 0
         self.batch, self.prefetch = max(1, batch), max(1, prefetch)
         self.rank, self.world_size = rank, world_size

@@ -27,7 +27,7 @@ from typing import Dict, Iterable, List, Optional
 import torch
 
 from . import _openlake
-from .checkpoint import Store, parse_url
+from .checkpoint import Store, _bytes_of, parse_url
 
 _DTYPES = {
     "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
@@ -37,10 +37,6 @@ _DTYPES = {
 _NAMES = {v: k for k, v in _DTYPES.items()}
 _MAX_HEADER = 100 << 20  # as the reference reader: a larger header is refused
 _FIRST_READ = 64 << 10   # the first GET takes the header whole when it is this small
-
-
-def _bytes_of(t: torch.Tensor):
-    return t.reshape(-1).view(torch.uint8).numpy()
 
 
 def _header(tensors: Dict[str, torch.Tensor], metadata: Optional[Dict[str, str]]):
