@@ -18,7 +18,11 @@
 //
 // Small objects: --small-concurrency writers on the reactor put 4 KiB objects (inline in their
 // metadata) for --small-seconds, then as many readers get them: operations per second and
-// p50/p99 latency. No baseline is named for these; they are recorded as they are.
+// p50/p99 latency. Then 4 KiB PUTs of new keys at 16 and 64 in flight against fio doing 4 KiB
+// writes each followed by fdatasync (io_uring, --rw=randwrite --fdatasync=1) at the same depth,
+// one job per folder on the same file system; fio's figure is writes per second per folder,
+// since a PUT makes one durable write on each drive. Bar: 0.5 (JSON small_put_over_fio at 16,
+// small_put_over_fio_64). --no-journal measures commits without the drives' commit journal.
 //
 // --cluster: the store over three nodes (issue 18). Six drive folders, RS(4+2): first one engine
 // over all six (the single-node baseline), then, over the same folders wiped, three in-process
@@ -65,6 +69,7 @@ struct Options {
   double small_seconds = 1.0;
   int small_concurrency = 16;
   bool no_md5 = false;
+  bool no_journal = false;
   bool cluster = false;
 };
 
@@ -83,7 +88,10 @@ absl::Span<const std::byte> Bytes(const std::string& s, size_t at, size_t n) {
 io::Task<absl::Status> PutObject(store::Store& st, std::string bucket, std::string key,
                                  const std::string& data, size_t chunk,
                                  int64_t* commit_ns = nullptr) {
-  const store::PutOptions opts;
+  // The size is declared, as an S3 PUT's Content-Length declares it: the writer sizes its
+  // buffers to the body instead of faulting in whole windows for 4 KiB.
+  store::PutOptions opts;
+  opts.size = static_cast<int64_t>(data.size());
   OL_CO_ASSIGN_OR_RETURN(auto w, co_await st.CreateObject(bucket, key, opts));
   for (size_t at = 0; at < data.size(); at += chunk) {
     const size_t n = std::min(chunk, data.size() - at);
@@ -175,18 +183,55 @@ absl::StatusOr<double> RunFio(const Options& o, const std::vector<std::string>& 
 
 // ---- Small objects
 
+// fio's 4 KiB writes each followed by fdatasync, one job per drive folder at `depth`, for
+// --small-seconds: writes per second per folder (each PUT makes one durable write per drive).
+absl::StatusOr<double> RunFioSync(const Options& o, const std::vector<std::string>& drives,
+                                  const std::string& scratch, int depth) {
+  const std::string out_path = scratch + "/fio-sync.json";
+  const std::string fio = FindProgram(o.fio);
+  if (fio.empty()) return absl::NotFoundError(o.fio + " not found (apt-get install fio)");
+  std::vector<std::string> argv = {fio,
+                                   "--ioengine=io_uring",
+                                   "--rw=randwrite",
+                                   "--bs=4k",
+                                   "--fdatasync=1",
+                                   "--iodepth=" + std::to_string(depth),
+                                   "--size=16m",
+                                   "--time_based",
+                                   "--runtime=" + std::to_string(std::max(1.0, o.small_seconds)),
+                                   "--group_reporting",
+                                   "--output-format=json",
+                                   "--output=" + out_path};
+  for (size_t i = 0; i < drives.size(); ++i) {
+    argv.push_back("--name=s" + std::to_string(i));
+    argv.push_back("--filename=" + drives[i] + "/fio-sync.bin");
+  }
+  OL_ASSIGN_OR_RETURN(Child child, Child::Spawn(argv, scratch + "/fio-sync.log", /*cpu=*/-1));
+  const int st = child.Wait(absl::Seconds(120), absl::Seconds(5));
+  std::ifstream in(out_path);
+  const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t sec = json.find("\"write\" : {");
+  const double iops = sec == std::string::npos ? NAN : JsonNumberAfter(json, "iops", sec);
+  if (st != 0 || std::isnan(iops) || iops <= 0) {
+    return absl::InternalError("fio failed (status " + std::to_string(st) + "):\n" +
+                               child.LogTail());
+  }
+  for (const std::string& d : drives) std::filesystem::remove(d + "/fio-sync.bin");
+  return iops / static_cast<double>(drives.size());
+}
+
 struct SmallFigures {
   int puts = 0, gets = 0;  // operations made
   double put_ops = NAN, get_ops = NAN;
   double put_p50_us = NAN, put_p99_us = NAN, get_p50_us = NAN, get_p99_us = NAN;
 };
 
-io::Task<absl::Status> SmallWorker(store::Store& st, int id, bool put, int64_t end_ns,
-                                   const std::string* body, std::vector<double>* lat, int* count,
-                                   int limit) {
+io::Task<absl::Status> SmallWorker(store::Store& st, const std::string* tag, int id, bool put,
+                                   int64_t end_ns, const std::string* body,
+                                   std::vector<double>* lat, int* count, int limit) {
   const std::string bucket = "bench";
   for (int i = 0; put ? NowNs() < end_ns : i < limit; ++i) {
-    const std::string key = "small/" + std::to_string(id) + "/" + std::to_string(i);
+    const std::string key = *tag + "/" + std::to_string(id) + "/" + std::to_string(i);
     const int64_t t0 = NowNs();
     if (put) {
       OL_CO_RETURN_IF_ERROR(co_await PutObject(st, bucket, key, *body, body->size()));
@@ -199,10 +244,11 @@ io::Task<absl::Status> SmallWorker(store::Store& st, int id, bool put, int64_t e
   co_return absl::OkStatus();
 }
 
-absl::StatusOr<SmallFigures> MeasureSmall(io::Runtime& rt, store::Store& st, const Options& o) {
+// New keys under `tag`, `n` in flight.
+absl::StatusOr<SmallFigures> MeasureSmall(io::Runtime& rt, store::Store& st, const Options& o,
+                                          int n, const std::string& tag) {
   SmallFigures f;
   const std::string body(4096, 'x');
-  const int n = o.small_concurrency;
   std::vector<std::vector<double>> lat(static_cast<size_t>(n));
   std::vector<int> counts(static_cast<size_t>(n), 0);
   for (bool put : {true, false}) {
@@ -214,7 +260,8 @@ absl::StatusOr<SmallFigures> MeasureSmall(io::Runtime& rt, store::Store& st, con
       std::vector<io::Task<absl::Status>> workers;
       for (int i = 0; i < n; ++i) {
         const auto u = static_cast<size_t>(i);
-        workers.push_back(SmallWorker(st, i, put, end, &body, &lat[u], &done[u], counts[u]));
+        workers.push_back(
+            SmallWorker(st, &tag, i, put, end, &body, &lat[u], &done[u], counts[u]));
       }
       auto results = co_await io::WhenAll(std::move(workers));
       for (auto& r : results) OL_CO_RETURN_IF_ERROR(r);
@@ -318,7 +365,7 @@ absl::StatusOr<StoreFigures> MeasureStore(const Options& o, io::Runtime& rt, sto
   f.get = Median(get_mbps);
   f.commit_ms = Median(commit_ms);
   f.put_cpu = Median(put_cpu);
-  OL_ASSIGN_OR_RETURN(f.small, MeasureSmall(rt, st, o));
+  OL_ASSIGN_OR_RETURN(f.small, MeasureSmall(rt, st, o, o.small_concurrency, "small"));
   return f;
 }
 
@@ -345,6 +392,7 @@ store::StoreOptions BenchStoreOptions(const Options& o, std::vector<std::string>
   so.parity = kParity;
   so.block_size = kBlock;
   so.etag_md5 = !o.no_md5;
+  so.commit_journal = !o.no_journal;
   return so;
 }
 
@@ -581,6 +629,29 @@ int Run(const Options& o) {
   std::printf("ETags %s; one core's MD5 runs at %.0f MB/s\n",
               o.no_md5 ? "from CRC-64s (--no-md5)" : "MD5 of the bytes", md5_mbps);
   PrintSmall("", o, f->small);
+  // 4 KiB PUTs (new keys) against fio's 4 KiB writes each followed by fdatasync, at the same
+  // depths, in folders on the same file system: bar 0.5 (issue 19).
+  struct SmallVsFio {
+    int depth;
+    double ours = NAN, fio = NAN;
+  };
+  std::vector<SmallVsFio> svf;
+  for (int depth : {16, 64}) {
+    SmallVsFio x{depth};
+    auto fio = RunFioSync(o, fio_dirs, scratch->path(), depth);
+    if (fio.ok()) {
+      x.fio = *fio;
+    } else if (fio_note.empty()) {
+      fio_note = std::string(fio.status().message());
+    }
+    auto ours = MeasureSmall(**rt, **opened, o, depth, "vs-fio-" + std::to_string(depth));
+    if (!ours.ok()) return Fail("small puts", ours.status());
+    x.ours = ours->put_ops;
+    std::printf("4 KiB PUTs, %d in flight: %.0f ops/s (p50 %.0f µs) ÷ fio 4 KiB write + "
+                "fdatasync %.0f/s per folder = %.2f (bar 0.5)\n", depth, x.ours,
+                ours->put_p50_us, x.fio, Ratio(x.ours, x.fio));
+    svf.push_back(x);
+  }
   if (o.json) {
     JsonLine j;
     j.Add("bench", "store")
@@ -603,7 +674,14 @@ int Run(const Options& o) {
         .Add("small_put_p50_us", f->small.put_p50_us, 0)
         .Add("small_put_p99_us", f->small.put_p99_us, 0)
         .Add("small_get_p50_us", f->small.get_p50_us, 0)
-        .Add("small_get_p99_us", f->small.get_p99_us, 0);
+        .Add("small_get_p99_us", f->small.get_p99_us, 0)
+        .Add("commit_journal", !o.no_journal)
+        .Add("small_put_ops_16", svf[0].ours, 0)
+        .Add("small_put_fio_ops", svf[0].fio, 0)
+        .Add("small_put_over_fio", Ratio(svf[0].ours, svf[0].fio))
+        .Add("small_put_ops_64", svf[1].ours, 0)
+        .Add("small_put_fio_ops_64", svf[1].fio, 0)
+        .Add("small_put_over_fio_64", Ratio(svf[1].ours, svf[1].fio));
     if (!fio_note.empty()) j.Add("fio_error", fio_note);
     std::printf("%s\n", j.str().c_str());
   }
@@ -629,6 +707,8 @@ int main(int argc, char** argv) {
   app.add_option("--small-concurrency", o.small_concurrency, "operations in flight (default 16)")
       ->check(CLI::Range(1, 1024));
   app.add_flag("--no-md5", o.no_md5, "ETags from CRC-64s, not MD5 (StoreOptions::etag_md5)");
+  app.add_flag("--no-journal", o.no_journal,
+               "every commit syncs its own files (StoreOptions::commit_journal = false)");
   app.add_flag("--cluster", o.cluster,
                "RS(4+2) over three in-process nodes against one node over the same folders");
   CLI11_PARSE(app, argc, argv);

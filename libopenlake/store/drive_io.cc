@@ -58,7 +58,8 @@ io::Task<absl::StatusOr<std::string>> ReadWholeFile(FileBackend& fs, std::string
   co_return out;
 }
 
-io::Task<absl::Status> WriteFileSynced(FileBackend& fs, std::string path, std::string data) {
+io::Task<absl::Status> WriteWholeFile(FileBackend& fs, std::string path, std::string data,
+                                      bool sync) {
   OL_CO_ASSIGN_OR_RETURN(std::unique_ptr<FileHandle> f, fs.Open(path, OpenMode::kCreate));
   io::Reactor& r = *io::Reactor::Current();
   uint64_t done = 0;
@@ -71,6 +72,7 @@ io::Task<absl::Status> WriteFileSynced(FileBackend& fs, std::string path, std::s
     if (n == 0) co_return absl::InternalError(StrCat("write ", fs.root(), "/", path, ": no progress"));
     done += static_cast<uint64_t>(n);
   }
+  if (!sync) co_return absl::OkStatus();
   const int32_t s = co_await io::Op([&](io::Completion* c) { f->Sync(r, c); });
   if (s < 0) co_return ErrnoStatus(s, StrCat("fdatasync ", fs.root(), "/", path));
   co_return absl::OkStatus();
@@ -94,9 +96,9 @@ io::Task<absl::Status> MakeDirsDurable(FileBackend& fs, std::string path, std::s
 }
 
 io::Task<absl::Status> AtomicReplace(FileBackend& fs, std::string path, std::string data,
-                                     bool sync_dir) {
+                                     bool sync_dir, bool sync_data) {
   const std::string tmp = TmpName("rec");
-  absl::Status s = co_await WriteFileSynced(fs, tmp, std::move(data));
+  absl::Status s = co_await WriteWholeFile(fs, tmp, std::move(data), sync_data);
   if (s.ok()) s = fs.Rename(tmp, path);
   if (!s.ok()) {
     (void)fs.Unlink(tmp);

@@ -430,17 +430,18 @@ class Engine final : public Store {
 
 // The whole file; NotFound when it does not exist.
 io::Task<absl::StatusOr<std::string>> ReadWholeFile(FileBackend& fs, std::string path);
-// Creates `path` with `data` and fdatasyncs it.
-io::Task<absl::Status> WriteFileSynced(FileBackend& fs, std::string path, std::string data);
+// Creates `path` with `data` and (with `sync`) fdatasyncs it.
+io::Task<absl::Status> WriteWholeFile(FileBackend& fs, std::string path, std::string data,
+                                      bool sync);
 // fsync of a folder.
 io::Task<absl::Status> SyncDir(FileBackend& fs, std::string path);
 // FileBackend::MakeDirs whose new folders are made durable (their parents fsynced) through the
 // reactor's ring, so the reactor goes on with other work meanwhile.
 io::Task<absl::Status> MakeDirsDurable(FileBackend& fs, std::string path, std::string from);
-// Writes `data` to a temporary in tmp/, fsyncs, renames it to `path` and fsyncs its folder
-// (when `sync_dir`).
+// Writes `data` to a temporary in tmp/, fsyncs it (unless `sync_data` is false: a journal
+// step, durable already), renames it to `path` and fsyncs its folder (when `sync_dir`).
 io::Task<absl::Status> AtomicReplace(FileBackend& fs, std::string path, std::string data,
-                                     bool sync_dir);
+                                     bool sync_dir, bool sync_data = true);
 std::string ParentOf(std::string_view path);
 std::string TmpName(std::string_view what);
 

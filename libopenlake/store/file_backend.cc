@@ -100,6 +100,10 @@ class LocalBackend final : public FileBackend {
       OL_ASSIGN_OR_RETURN(io::File f, io::File::OpenBuffered(full, O_RDONLY, 0600));
       return std::unique_ptr<FileHandle>(new LocalFile(std::move(f)));
     }
+    if (mode == OpenMode::kJournal) {
+      OL_ASSIGN_OR_RETURN(io::File f, io::File::OpenBuffered(full, O_RDWR | O_CREAT, 0600));
+      return std::unique_ptr<FileHandle>(new LocalFile(std::move(f)));
+    }
     const int flags = mode == OpenMode::kRead ? O_RDONLY : (O_WRONLY | O_CREAT | O_TRUNC);
     OL_ASSIGN_OR_RETURN(io::File f, io::File::Open(full, flags, 0600));
     return std::unique_ptr<FileHandle>(new LocalFile(std::move(f)));
@@ -224,6 +228,16 @@ class LocalBackend final : public FileBackend {
     struct statvfs v;
     if (statvfs(root_.c_str(), &v) != 0) return ErrnoStatus(errno, StrCat("statvfs ", root_));
     return static_cast<uint64_t>(v.f_bavail) * v.f_frsize;
+  }
+
+  absl::Status SyncAll() override {
+    const int fd = open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus(errno, StrCat("open folder ", root_));
+    const int rc = syncfs(fd);
+    const int err = errno;
+    close(fd);
+    if (rc != 0) return ErrnoStatus(err, StrCat("syncfs ", root_));
+    return absl::OkStatus();
   }
 
  private:

@@ -1,5 +1,10 @@
 #include "store/local_drive.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include "absl/container/flat_hash_set.h"
 
 #include "store/engine.h"
@@ -65,7 +70,19 @@ absl::Status LocalDrive::TrashNow(const std::string& path) {
   return absl::OkStatus();
 }
 
-io::Task<absl::Status> LocalDrive::Trash(std::string path) { co_return TrashNow(path); }
+io::Task<absl::Status> LocalDrive::Trash(std::string path) {
+  // A bucket's folder (a name at the top, outside the system folder): the journal's earlier
+  // steps in it must not come back with a bucket of the same name.
+  if (path.find('/') == std::string::npos && path.rfind(kSysDir, 0) != 0) {
+    pb::JournalEntry e;
+    e.set_op(pb::JournalEntry::DROP_BUCKET);
+    e.set_bucket(path);
+    DriveJournal::Applying applying;
+    OL_CO_RETURN_IF_ERROR(co_await Log(std::move(e), &applying));
+    co_return TrashNow(path);
+  }
+  co_return TrashNow(path);
+}
 
 io::Task<absl::Status> LocalDrive::SyncDir(std::string path) {
   const absl::Status s = co_await store::SyncDir(*fs_, std::move(path));
@@ -79,24 +96,50 @@ io::Task<absl::StatusOr<DriveUsage>> LocalDrive::Usage() {
   co_return u;
 }
 
+io::Task<absl::Status> LocalDrive::Log(pb::JournalEntry e, DriveJournal::Applying* applying) {
+  if (journal_ == nullptr) co_return absl::OkStatus();
+  const absl::Status s = co_await journal_->Log(std::move(e), applying);
+  co_return s;
+}
+
 io::Task<absl::Status> LocalDrive::CommitObject(CommitStep step) {
   const std::string dir = ObjectDir(step.bucket, step.key);
-  absl::Status s = co_await MakeDirsDurable(*fs_, dir, step.bucket);
+  absl::Status s;
+  if (journal_ != nullptr && step.staged_dir.empty()) {
+    // The folders need not be durable yet: a replay of the step makes them again.
+    std::vector<std::string> unsynced;
+    s = fs_->MakeDirs(dir, step.bucket, &unsynced);
+  } else {
+    s = co_await MakeDirsDurable(*fs_, dir, step.bucket);
+  }
   if (absl::IsNotFound(s)) {
     co_return Error(ErrorKind::kNoSuchBucket,
                     StrCat("bucket \"", step.bucket, "\" is missing on ", fs_->root()));
   }
   OL_CO_RETURN_IF_ERROR(s);
   if (!step.staged_dir.empty()) {
-    // A data folder of this version may be there already (a heal, a retried commit).
+    // A data folder of this version may be there already (a heal, a retried commit). The
+    // rename is made durable here: the journal holds metadata, never data.
     const std::string data = StrCat(dir, "/", step.data_dir);
     OL_CO_RETURN_IF_ERROR(TrashNow(data));
     OL_CO_RETURN_IF_ERROR(fs_->Rename(step.staged_dir, data));
     OL_CO_RETURN_IF_ERROR(co_await store::SyncDir(*fs_, dir));
   }
   const std::string meta_path = StrCat(dir, "/", kMetaName);
-  OL_CO_RETURN_IF_ERROR(
-      co_await AtomicReplace(*fs_, meta_path, std::move(step.meta), step.sync_dir));
+  if (journal_ != nullptr) {
+    pb::JournalEntry e;
+    e.set_op(pb::JournalEntry::PUT_META);
+    e.set_bucket(step.bucket);
+    e.set_key(step.key);
+    e.set_meta(step.meta);
+    DriveJournal::Applying applying;
+    OL_CO_RETURN_IF_ERROR(co_await Log(std::move(e), &applying));
+    OL_CO_RETURN_IF_ERROR(co_await AtomicReplace(*fs_, meta_path, std::move(step.meta),
+                                                 /*sync_dir=*/false, /*sync_data=*/false));
+  } else {
+    OL_CO_RETURN_IF_ERROR(
+        co_await AtomicReplace(*fs_, meta_path, std::move(step.meta), step.sync_dir));
+  }
   // Data folders no record uses (failed writes, versions already replaced) go.
   absl::flat_hash_set<std::string> used(step.keep_data_dirs.begin(), step.keep_data_dirs.end());
   auto entries = fs_->ReadDir(dir);
@@ -111,17 +154,27 @@ io::Task<absl::Status> LocalDrive::CommitObject(CommitStep step) {
 }
 
 io::Task<absl::Status> LocalDrive::RemoveObject(std::string bucket, std::string key) {
+  pb::JournalEntry e;
+  e.set_op(pb::JournalEntry::REMOVE);
+  e.set_bucket(bucket);
+  e.set_key(key);
+  DriveJournal::Applying applying;
+  OL_CO_RETURN_IF_ERROR(co_await Log(std::move(e), &applying));
+  co_return RemoveObjectNow(bucket, key);
+}
+
+absl::Status LocalDrive::RemoveObjectNow(const std::string& bucket, const std::string& key) {
   std::string dir = ObjectDir(bucket, key);
   auto entries = fs_->ReadDir(dir);
   if (!entries.ok()) {
-    if (absl::IsNotFound(entries.status())) co_return absl::OkStatus();
-    co_return entries.status();
+    if (absl::IsNotFound(entries.status())) return absl::OkStatus();
+    return entries.status();
   }
   for (const DirEntry& e : *entries) {
     if (e.name == kMetaName) {
-      OL_CO_RETURN_IF_ERROR(fs_->Unlink(StrCat(dir, "/", e.name)));
+      OL_RETURN_IF_ERROR(fs_->Unlink(StrCat(dir, "/", e.name)));
     } else if (e.name.rfind(kDataPrefix, 0) == 0) {
-      OL_CO_RETURN_IF_ERROR(TrashNow(StrCat(dir, "/", e.name)));
+      OL_RETURN_IF_ERROR(TrashNow(StrCat(dir, "/", e.name)));
     }
   }
   // Prune folders left empty, up to (not including) the bucket.
@@ -129,7 +182,42 @@ io::Task<absl::Status> LocalDrive::RemoveObject(std::string bucket, std::string 
     if (!fs_->RemoveDir(dir).ok()) break;
     dir = ParentOf(dir);
   }
-  co_return absl::OkStatus();
+  return absl::OkStatus();
+}
+
+absl::Status LocalDrive::OpenJournal() {
+  OL_ASSIGN_OR_RETURN(journal_, DriveJournal::Open(fs_, [this](const pb::JournalEntry& e) {
+                        return ApplyNow(e);
+                      }));
+  return absl::OkStatus();
+}
+
+absl::Status LocalDrive::ApplyNow(const pb::JournalEntry& e) {
+  if (e.op() == pb::JournalEntry::REMOVE) return RemoveObjectNow(e.bucket(), e.key());
+  if (e.op() != pb::JournalEntry::PUT_META) return absl::OkStatus();
+  OL_ASSIGN_OR_RETURN(bool bucket_there, fs_->Exists(e.bucket()));
+  if (!bucket_there) return absl::OkStatus();  // deleted since: nothing to bring back
+  const std::string dir = ObjectDir(e.bucket(), e.key());
+  std::vector<std::string> unsynced;  // the syncfs after the replay covers them
+  OL_RETURN_IF_ERROR(fs_->MakeDirs(dir, e.bucket(), &unsynced));
+  const std::string tmp = TmpName("rec");
+  const std::string full = StrCat(fs_->root(), "/", tmp);
+  const int fd = open(full.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoStatus(errno, StrCat("open ", full));
+  const std::string& meta = e.meta();
+  size_t done = 0;
+  while (done < meta.size()) {
+    const ssize_t n = write(fd, meta.data() + done, meta.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      close(fd);
+      return ErrnoStatus(err, StrCat("write ", full));
+    }
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  return fs_->Rename(tmp, StrCat(dir, "/", kMetaName));
 }
 
 io::Task<absl::StatusOr<std::vector<WalkItem>>> LocalDrive::Walk(WalkRequest request) {

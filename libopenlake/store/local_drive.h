@@ -4,9 +4,11 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "store/drive_api.h"
+#include "store/journal.h"
 
 namespace openlake::store {
 
@@ -43,9 +45,23 @@ class LocalDrive final : public DriveApi {
   // Trash, for blocking callers (the engine's start-up).
   absl::Status TrashNow(const std::string& path);
 
+  // Replays the drive's commit journal and opens it (journal.h): from then on every change to
+  // an object's metadata file is a journal step, group-committed with its neighbours.
+  // Blocking, at start-up; without it (a test's bare drive) each commit syncs its own files.
+  absl::Status OpenJournal();
+  DriveJournal* journal() { return journal_.get(); }
+
  private:
+  // A recovered journal step, applied (blocking).
+  absl::Status ApplyNow(const pb::JournalEntry& e);
+  // RemoveObject's work, blocking.
+  absl::Status RemoveObjectNow(const std::string& bucket, const std::string& key);
+  // Logs `e` and returns once it is durable (OK at once without a journal).
+  io::Task<absl::Status> Log(pb::JournalEntry e, DriveJournal::Applying* applying);
+
   FileBackend* fs_;
   std::function<void()> trashed_;
+  std::unique_ptr<DriveJournal> journal_;
 };
 
 // The walk of one drive's folders (drive_walk.cc): WalkRequest's page of the keys whose

@@ -44,6 +44,11 @@ std::string EncodeRecord(RecordType type, const google::protobuf::MessageLite& m
   return out;
 }
 
+size_t RecordSizeAt(std::string_view in) {
+  if (in.size() < kEnvelopeHeader || std::memcmp(in.data(), kMagic, 4) != 0) return 0;
+  return kEnvelopeHeader + Get<uint32_t>(in, 8);
+}
+
 absl::Status DecodeRecord(RecordType type, std::string_view in,
                           google::protobuf::MessageLite* msg) {
   if (in.size() < kEnvelopeHeader) {

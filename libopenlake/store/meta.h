@@ -26,6 +26,8 @@ enum class RecordType : uint16_t {
   kBucketMeta = 2,
   kUploadMeta = 3,
   kPartMeta = 4,
+  kJournalEntry = 5,
+  kJournalHeader = 6,
 };
 
 inline constexpr uint16_t kMetaFormatVersion = 1;
@@ -34,6 +36,9 @@ inline constexpr size_t kEnvelopeHeader = 20;
 std::string EncodeRecord(RecordType type, const google::protobuf::MessageLite& msg);
 absl::Status DecodeRecord(RecordType type, std::string_view bytes,
                           google::protobuf::MessageLite* msg);
+// The whole size of the record that starts `bytes` (envelope and body), from its header;
+// 0 when `bytes` does not start with one. For records written back to back (the journal).
+size_t RecordSizeAt(std::string_view bytes);
 
 // Checks that a version read from a drive is whole and consistent before the engine believes
 // it (a record's checksum proves only that it was written whole, not that the writer was

@@ -28,6 +28,7 @@ inline constexpr std::string_view kTmpDir = ".openlake.sys/tmp";
 inline constexpr std::string_view kTrashDir = ".openlake.sys/trash";
 inline constexpr std::string_view kBucketMetaDir = ".openlake.sys/buckets";
 inline constexpr std::string_view kMultipartDir = ".openlake.sys/multipart";
+inline constexpr std::string_view kJournalDir = ".openlake.sys/journal";
 inline constexpr std::string_view kMetaName = "%meta";
 inline constexpr std::string_view kDataPrefix = "%data.";
 inline constexpr size_t kMaxKeyBytes = 1024;

@@ -104,8 +104,10 @@ class FaultyBackend final : public store::FileBackend {
                                                           store::OpenMode mode) override {
     if (f_->fail_all) return absl::InternalError("injected EIO");
     OL_ASSIGN_OR_RETURN(auto h, inner_->Open(path, mode));
-    const bool is_meta = path.find("/part.") == std::string_view::npos ||
-                         path.substr(path.size() - 5) == ".meta";
+    // The commit journal's files take data faults (failed writes), not a torn record.
+    const bool is_meta = (path.find("/part.") == std::string_view::npos ||
+                          path.substr(path.size() - 5) == ".meta") &&
+                         path.find("/journal/") == std::string_view::npos;
     return std::unique_ptr<store::FileHandle>(new FaultyFile(std::move(h), f_, is_meta));
   }
 #define OL_FAULT_GUARD() \
@@ -147,6 +149,10 @@ class FaultyBackend final : public store::FileBackend {
   absl::StatusOr<uint64_t> FreeBytes() override {
     OL_FAULT_GUARD();
     return inner_->FreeBytes();
+  }
+  absl::Status SyncAll() override {
+    OL_FAULT_GUARD();
+    return inner_->SyncAll();
   }
 #undef OL_FAULT_GUARD
 

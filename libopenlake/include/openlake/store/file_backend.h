@@ -52,6 +52,8 @@ enum class OpenMode {
   kReadSmall,  // the same, for a small file read whole (metadata): no O_DIRECT descriptor
   kCreate,     // create or truncate, write-only
   kDirectory,  // an existing folder, for Sync
+  kJournal,    // read-write, created when missing, never truncated, no O_DIRECT (a drive's
+               // commit journal, rewritten in place)
 };
 
 struct DirEntry {
@@ -93,6 +95,10 @@ class OL_EXPORT FileBackend {
   virtual absl::StatusOr<bool> Exists(std::string_view path, bool* is_dir = nullptr) = 0;
   // Bytes free on the drive's file system.
   virtual absl::StatusOr<uint64_t> FreeBytes() = 0;
+  // syncfs(2) of the file system the drive is on: everything written and renamed before the
+  // call is durable when it returns. Blocking. The commit journal calls it once per journal
+  // file it reclaims (store/journal.h).
+  virtual absl::Status SyncAll() = 0;
 };
 
 // The kernel's file system under `root` (which must exist).

@@ -442,6 +442,10 @@ struct StoreOptions {
   FileBackendFactory backend_factory;
   // Purge the trash in a background thread (tests may turn it off).
   bool purge_trash = true;
+  // Each local drive commits metadata through its journal (group commit: one fdatasync for
+  // every commit that arrived meanwhile; docs/object-store.md, "The commit journal"). false:
+  // each commit syncs its own record and folders, as before the journal (store_bench compares).
+  bool commit_journal = true;
   // ETags of objects (and parts) written through data files are the MD5 of their bytes, as S3
   // clients expect. MD5 is serial and runs at ~0.7 GB/s per core, which caps one stream's
   // write rate; false derives the ETag from the shard blocks' CRC-64s instead (still 32 hex
