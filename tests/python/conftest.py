@@ -6,6 +6,7 @@ Run by meson (`meson test --suite integration`), which sets OPENLAKED and PYTHON
 """
 
 import ctypes
+import io
 import os
 import signal
 import sys
@@ -72,3 +73,40 @@ def ckpt_store(store):
 
     return checkpoint.Store(store.endpoint, store.access_key, store.secret_key, connections=4,
                             part_size=5 << 20)
+
+
+class FakeStderr(io.StringIO):
+    """A captured stderr that says it is a terminal when `tty` is set."""
+    tty = False
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.fixture
+def fake_stderr(monkeypatch):
+    """`err = fake_stderr()` replaces sys.stderr by a FakeStderr (no terminal until
+    `err.tty = True`): where progress bars go, and what openlake_client.progress asks whether
+    the run is interactive. Called in the test itself: pytest installs its own capture as
+    sys.stderr after the fixtures are set up."""
+    def install() -> FakeStderr:
+        err = FakeStderr()
+        monkeypatch.setattr(sys, "stderr", err)
+        return err
+    return install
+
+
+@pytest.fixture
+def tqdm_bars(monkeypatch):
+    """Every tqdm bar opened during the test, kept after it closes for its final count
+    (`n`, `total`); skips the test where tqdm is not installed."""
+    tqdm = pytest.importorskip("tqdm")
+    opened = []
+
+    class Kept(tqdm.tqdm):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            opened.append(self)
+
+    monkeypatch.setattr(tqdm, "tqdm", Kept)  # progress.py imports it when it opens a bar
+    return opened

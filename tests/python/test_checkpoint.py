@@ -142,3 +142,67 @@ def test_async_save_returns_before_the_upload_and_keeps_the_snapshot(ckpt):
     bad = checkpoint.async_save({"w": torch.ones(10)}, "s3://nobucket/x", ckpt)
     with pytest.raises(ol.NotFoundError):
         bad.wait(60)
+
+
+def tensor_bytes(state):
+    return sum(v.numel() * v.element_size() for v in state.values())
+
+
+def test_a_progress_bar_counts_every_byte_of_a_save_and_a_load(ckpt, fake_stderr, tqdm_bars):
+    err = fake_stderr()
+    # One tensor an object of its own, two packed: each transfer carries exactly their bytes.
+    state = {"w": torch.randn(700_000), "b": torch.zeros(1000), "s": torch.arange(5)}
+    total = tensor_bytes(state)
+    seen = []
+    checkpoint.save(state, "s3://ckpt/bar/a", ckpt, progress=lambda d, n: seen.append((d, n)),
+                    progress_bar=True)
+    assert seen[-1] == (total, total)  # the callback hears the transfer as before
+    got = checkpoint.load("s3://ckpt/bar/a", ckpt, progress_bar=True)
+    assert torch.equal(got["w"], state["w"])
+    assert [(b.desc, b.n, b.total) for b in tqdm_bars] == [("save", total, total),
+                                                           ("load", total, total)]
+    # Drawn on stderr, and ended there at the full size.
+    shown = tqdm_bars[0].format_sizeof(total, divisor=1024)
+    assert err.getvalue().count("100%") == 2
+    assert f"{shown}/{shown}" in err.getvalue()
+
+
+def test_no_progress_bar_unless_interactive(ckpt, fake_stderr, tqdm_bars):
+    err = fake_stderr()
+    state = {"w": torch.randn(300_000)}
+    seen = []
+    checkpoint.save(state, "s3://ckpt/bar/quiet", ckpt, progress=lambda d, n: seen.append((d, n)))
+    checkpoint.load_into(state, "s3://ckpt/bar/quiet", ckpt)
+    assert seen[-1] == (tensor_bytes(state), tensor_bytes(state))
+    assert not tqdm_bars and err.getvalue() == ""  # stderr is no terminal
+    checkpoint.save(state, "s3://ckpt/bar/quiet", ckpt, progress_bar=False)
+    assert not tqdm_bars
+    err.tty = True  # a terminal: a bar by default, for the load too
+    checkpoint.save(state, "s3://ckpt/bar/quiet", ckpt)
+    checkpoint.load_into(state, "s3://ckpt/bar/quiet", ckpt)
+    checkpoint.save(state, "s3://ckpt/bar/quiet", ckpt, progress_bar=False)
+    assert [b.desc for b in tqdm_bars] == ["save", "load"]
+
+
+def test_an_async_save_shows_a_bar_only_when_asked(ckpt, fake_stderr, tqdm_bars):
+    err = fake_stderr()
+    err.tty = True
+    state = {"w": torch.randn(300_000)}
+    checkpoint.async_save(state, "s3://ckpt/bar/async", ckpt).wait(120)
+    assert not tqdm_bars and err.getvalue() == ""  # in the background: none by default
+    checkpoint.async_save(state, "s3://ckpt/bar/async", ckpt, progress_bar=True).wait(120)
+    assert [(b.n, b.total) for b in tqdm_bars] == [(tensor_bytes(state), tensor_bytes(state))]
+
+
+def test_a_bar_asked_for_without_tqdm_is_a_warning(ckpt, fake_stderr, monkeypatch):
+    err = fake_stderr()
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm fails
+    state = {"w": torch.randn(300_000)}
+    seen = []
+    with pytest.warns(UserWarning, match="python3-tqdm"):
+        checkpoint.save(state, "s3://ckpt/bar/none", ckpt,
+                        progress=lambda d, n: seen.append((d, n)), progress_bar=True)
+    assert seen[-1] == (tensor_bytes(state), tensor_bytes(state))
+    err.tty = True
+    checkpoint.load("s3://ckpt/bar/none", ckpt)  # left to itself: quietly no bar
+    assert err.getvalue() == ""

@@ -100,3 +100,25 @@ def test_malformed_objects_are_refused(st):
         safetensors.open_file("s3://weights/absent", st)
     with pytest.raises(ValueError):
         safetensors.save_file({"c": torch.randn(2, dtype=torch.complex64)}, "s3://weights/c", st)
+
+
+def test_a_progress_bar_counts_the_object_and_the_tensors(st, fake_stderr, tqdm_bars):
+    err = fake_stderr()
+    tensors = {"w": torch.randn(500, 1000), "b": torch.zeros(10, dtype=torch.int8)}
+    data = sum(t.numel() * t.element_size() for t in tensors.values())
+    url = "s3://weights/bar.safetensors"
+    seen = []
+    safetensors.save_file(tensors, url, st, progress=lambda d, n: seen.append((d, n)),
+                          progress_bar=True)
+    size, _ = st.transfer.head("weights", "bar.safetensors")
+    assert seen[-1] == (size, size)
+    got = safetensors.load_file(url, st, progress_bar=True)
+    assert torch.equal(got["w"], tensors["w"])
+    # The upload is the whole object (header and data); the load only the tensors' bytes.
+    assert [(b.desc, b.n, b.total) for b in tqdm_bars] == [("save", size, size),
+                                                           ("load", data, data)]
+    assert err.getvalue().count("100%") == 2
+    # Left to itself, with stderr no terminal: no bar, the callback as ever.
+    seen.clear()
+    safetensors.load_file(url, st, progress=lambda d, n: seen.append((d, n)))
+    assert seen[-1] == (data, data) and len(tqdm_bars) == 2

@@ -11,7 +11,7 @@ PACKAGES="
   libtomlplusplus-dev libssl-dev libcli11-dev catch2 libpugixml-dev
   libucx-dev ucx-utils libibverbs-dev iproute2 nftables
   pybind11-dev python3-dev python3-venv python3-pip python3-mesonpy
-  python3-pytest python3-numpy python3-torch
+  python3-pytest python3-numpy python3-torch python3-tqdm
   fio redis-server wrk nginx-light
   awscli python3-boto3 prometheus
   golang-go python3-yaml python3-kubernetes

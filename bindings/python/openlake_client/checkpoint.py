@@ -47,7 +47,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-from . import _openlake
+from . import _openlake, progress as _progress
 
 from torch.futures import Future
 
@@ -174,10 +174,21 @@ class _AtUrl:
     """What the writer and reader share: where the checkpoint is, and torch 2.x's calls that
     name it."""
 
-    def _locate(self, url: str, store: Store, progress) -> None:
+    def _locate(self, url: str, store: Store, progress, progress_bar) -> None:
         self.bucket, self.prefix = parse_url(url)
         self.store = store
         self.progress = progress
+        self.progress_bar = progress_bar
+        self.is_coordinator = False
+
+    def _reporting(self, buffers, desc: str):
+        """The progress of one transfer of `buffers`. Left to itself (progress_bar None), only
+        the coordinator shows a bar: every rank of a job usually shares one terminal."""
+        bar = self.progress_bar
+        if bar is None and not self.is_coordinator:
+            bar = False
+        total = sum(memoryview(b).nbytes for b in buffers)
+        return _progress.reporting(total, self.progress, bar, desc)
 
     def reset(self, checkpoint_id=None) -> None:
         if checkpoint_id is not None:
@@ -195,11 +206,10 @@ class OpenLakeWriter(_AtUrl, StorageWriter):
     """Writes a checkpoint under s3://bucket/prefix (see the module's docstring)."""
 
     def __init__(self, url: str, store: Store, pack_below: int = 1 << 20,
-                 progress=None) -> None:
+                 progress=None, progress_bar: Optional[bool] = None) -> None:
         super().__init__()
-        self._locate(url, store, progress)
+        self._locate(url, store, progress, progress_bar)
         self.pack_below = pack_below
-        self.is_coordinator = False
 
     # torch 1.13 and 2.x name the first call differently.
     def init(self, is_coordinator: bool) -> None:
@@ -248,7 +258,8 @@ class OpenLakeWriter(_AtUrl, StorageWriter):
                 index=item.index, size_in_bytes=view.nbytes,
                 storage_data=_Stored(key, 0, view.nbytes, _openlake.crc64(view), str(t.dtype),
                                      tuple(t.shape))))
-        self.store.transfer.put_many(self.bucket, puts, progress=self.progress)
+        with self._reporting((b for _, b in puts), "save") as report:
+            self.store.transfer.put_many(self.bucket, puts, progress=report)
         fut: Future = Future()
         fut.set_result(results)
         return fut
@@ -272,9 +283,10 @@ class OpenLakeWriter(_AtUrl, StorageWriter):
 class OpenLakeReader(_AtUrl, StorageReader):
     """Reads a checkpoint written by OpenLakeWriter."""
 
-    def __init__(self, url: str, store: Store, progress=None) -> None:
+    def __init__(self, url: str, store: Store, progress=None,
+                 progress_bar: Optional[bool] = None) -> None:
         super().__init__()
-        self._locate(url, store, progress)
+        self._locate(url, store, progress, progress_bar)
         self.storage: Dict[Any, _Stored] = {}
 
     def read_metadata(self):
@@ -287,6 +299,7 @@ class OpenLakeReader(_AtUrl, StorageReader):
 
     def init(self, metadata, is_coordinator: bool) -> None:
         self.storage = metadata.storage_data
+        self.is_coordinator = is_coordinator
 
     def set_up_storage_reader(self, metadata, is_coordinator: bool) -> None:
         self.init(metadata, is_coordinator)
@@ -353,7 +366,8 @@ class OpenLakeReader(_AtUrl, StorageReader):
             staging = bytearray(hi - lo)
             gets.append((full, lo, staging))
             spans.append((lo, staging, items))
-        self.store.transfer.get_many(self.bucket, gets, progress=self.progress)
+        with self._reporting((b for _, _, b in gets), "load") as report:
+            self.store.transfer.get_many(self.bucket, gets, progress=report)
         for lo, staging, items in spans:
             src = memoryview(staging)
             for s, buf in items:
@@ -385,24 +399,30 @@ def _one_process(fn, *args, **kwargs):
         raise
 
 
-def save(state_dict: Dict[str, Any], url: str, store: Store, progress=None) -> None:
+def save(state_dict: Dict[str, Any], url: str, store: Store, progress=None,
+         progress_bar: Optional[bool] = None) -> None:
     """Saves `state_dict` (tensors, and anything picklable) as the checkpoint at `url`, from
-    this process alone."""
-    _one_process(_save_fn(), state_dict,
-                 storage_writer=OpenLakeWriter(url, store, progress=progress), no_dist=True)
+    this process alone. `progress(done_bytes, total_bytes)` hears the upload; `progress_bar`:
+    a tqdm bar (None: when stderr is a terminal and tqdm is installed)."""
+    writer = OpenLakeWriter(url, store, progress=progress, progress_bar=progress_bar)
+    _one_process(_save_fn(), state_dict, storage_writer=writer, no_dist=True)
 
 
-def load_into(state_dict: Dict[str, Any], url: str, store: Store, progress=None) -> None:
+def load_into(state_dict: Dict[str, Any], url: str, store: Store, progress=None,
+              progress_bar: Optional[bool] = None) -> None:
     """Loads the checkpoint at `url` into `state_dict`'s tensors, in place (as
-    load_state_dict does: keys the state dict lacks are not read)."""
-    _one_process(_load_fn(), state_dict,
-                 storage_reader=OpenLakeReader(url, store, progress=progress), no_dist=True)
+    load_state_dict does: keys the state dict lacks are not read). `progress` and
+    `progress_bar` as for `save`."""
+    reader = OpenLakeReader(url, store, progress=progress, progress_bar=progress_bar)
+    _one_process(_load_fn(), state_dict, storage_reader=reader, no_dist=True)
 
 
-def load(url: str, store: Store, progress=None) -> Dict[str, Any]:
+def load(url: str, store: Store, progress=None,
+         progress_bar: Optional[bool] = None) -> Dict[str, Any]:
     """The checkpoint at `url` as a new state dict of CPU tensors (and the other values it
-    holds). Nested state dicts come back flattened only where torch flattened them."""
-    reader = OpenLakeReader(url, store, progress=progress)
+    holds). Nested state dicts come back flattened only where torch flattened them.
+    `progress` and `progress_bar` as for `save`."""
+    reader = OpenLakeReader(url, store)  # reads only the metadata
     md = reader.read_metadata()
     state: Dict[str, Any] = {}
     for fqn, m in md.state_dict_metadata.items():
@@ -410,8 +430,8 @@ def load(url: str, store: Store, progress=None) -> Dict[str, Any]:
             state[fqn] = torch.empty(tuple(m.size), dtype=m.properties.dtype)
         else:
             state[fqn] = None  # bytes: filled in by load_bytes
-    _one_process(_load_fn(), state,
-                 storage_reader=OpenLakeReader(url, store, progress=progress), no_dist=True)
+    reader = OpenLakeReader(url, store, progress=progress, progress_bar=progress_bar)
+    _one_process(_load_fn(), state, storage_reader=reader, no_dist=True)
     return state
 
 
@@ -464,13 +484,16 @@ class SaveHandle:
 
 
 def async_save(state_dict: Dict[str, Any], url: str, store: Store, progress=None,
-               reuse: Optional[SaveHandle] = None) -> SaveHandle:
+               reuse: Optional[SaveHandle] = None,
+               progress_bar: Optional[bool] = None) -> SaveHandle:
     """Snapshots `state_dict` and returns at once; the checkpoint is written to `url` in the
     background (one process, as `save`). Training may change its tensors as soon as this
     returns. Call `wait()` on the handle before relying on the checkpoint, and before the next
     async_save to the same URL. `reuse`: the previous save's handle; its snapshot memory is
     refilled (after that save has finished) instead of allocated anew, which is what makes a
-    loop of saves cheap to resume from."""
+    loop of saves cheap to resume from. `progress` is called from the background; a bar is
+    shown only with progress_bar=True (left to itself, a bar drawn behind the caller's back
+    would interleave with the training loop's own output)."""
     start = time.monotonic()
     old = None
     if reuse is not None:
@@ -484,7 +507,7 @@ def async_save(state_dict: Dict[str, Any], url: str, store: Store, progress=None
 
     def run() -> None:
         try:
-            save(snap, url, store, progress)
+            save(snap, url, store, progress, progress_bar=bool(progress_bar))
         except BaseException as e:  # handed to wait()
             handle._error = e
         finally:

@@ -26,7 +26,7 @@ from typing import Dict, Iterable, List, Optional
 
 import torch
 
-from . import _openlake
+from . import _openlake, progress as _progress
 from .checkpoint import Store, _bytes_of, parse_url
 
 _DTYPES = {
@@ -63,9 +63,12 @@ def _header(tensors: Dict[str, torch.Tensor], metadata: Optional[Dict[str, str]]
 
 
 def save_file(tensors: Dict[str, torch.Tensor], url: str, store: Store,
-              metadata: Optional[Dict[str, str]] = None, progress=None) -> None:
+              metadata: Optional[Dict[str, str]] = None, progress=None,
+              progress_bar: Optional[bool] = None) -> None:
     """Writes `tensors` as one safetensors object at `url` (s3://bucket/key). The object is
-    assembled once in host memory (one copy of each tensor) and uploaded in parallel parts."""
+    assembled once in host memory (one copy of each tensor) and uploaded in parallel parts.
+    `progress(done_bytes, total_bytes)` hears the upload; `progress_bar`: a tqdm bar (None:
+    when stderr is a terminal and tqdm is installed)."""
     bucket, key = parse_url(url)
     head, layout, data_bytes = _header(tensors, metadata)
     body = bytearray(len(head) + data_bytes)
@@ -75,7 +78,8 @@ def save_file(tensors: Dict[str, torch.Tensor], url: str, store: Store,
         n = t.numel() * t.element_size()
         if n:
             view[len(head) + at:len(head) + at + n] = memoryview(_bytes_of(t)).cast("B")
-    store.transfer.put_many(bucket, [(key, body)], progress=progress)
+    with _progress.reporting(len(body), progress, progress_bar, "save") as report:
+        store.transfer.put_many(bucket, [(key, body)], progress=report)
 
 
 class SafeTensorsObject:
@@ -132,9 +136,11 @@ class SafeTensorsObject:
         return self.get_tensors([name], device)[name]
 
     def get_tensors(self, names: Iterable[str], device: Optional[str] = None,
-                    progress=None) -> Dict[str, torch.Tensor]:
+                    progress=None, progress_bar: Optional[bool] = None
+                    ) -> Dict[str, torch.Tensor]:
         """The named tensors in one batch of ranged GETs, each straight into its own memory
-        (pinned when bound for a GPU, then copied there)."""
+        (pinned when bound for a GPU, then copied there). `progress` and `progress_bar` as for
+        `save_file`."""
         names = list(names)
         gpu = device is not None and torch.device(device).type == "cuda"
         out, gets = {}, []
@@ -146,7 +152,9 @@ class SafeTensorsObject:
             if end > begin:
                 gets.append((self.key, self._data + begin, _bytes_of(t)))
             out[name] = t
-        self.store.transfer.get_many(self.bucket, gets, progress=progress)
+        total = sum(buf.nbytes for _, _, buf in gets)
+        with _progress.reporting(total, progress, progress_bar, "load") as report:
+            self.store.transfer.get_many(self.bucket, gets, progress=report)
         if device is not None and not gpu:
             out = {k: v.to(device) for k, v in out.items()}
         elif gpu:
@@ -160,6 +168,6 @@ def open_file(url: str, store: Store) -> SafeTensorsObject:
 
 
 def load_file(url: str, store: Store, device: Optional[str] = None,
-              progress=None) -> Dict[str, torch.Tensor]:
+              progress=None, progress_bar: Optional[bool] = None) -> Dict[str, torch.Tensor]:
     f = SafeTensorsObject(url, store)
-    return f.get_tensors(f.keys(), device, progress)
+    return f.get_tensors(f.keys(), device, progress, progress_bar)
