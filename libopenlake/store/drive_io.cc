@@ -60,7 +60,7 @@ io::Task<absl::StatusOr<std::string>> ReadWholeFile(FileBackend& fs, std::string
 
 io::Task<absl::Status> WriteWholeFile(FileBackend& fs, std::string path, std::string data,
                                       bool sync) {
-  OL_CO_ASSIGN_OR_RETURN(std::unique_ptr<FileHandle> f, fs.Open(path, OpenMode::kCreate));
+  OL_CO_ASSIGN_OR_RETURN(std::unique_ptr<FileHandle> f, fs.Open(path, OpenMode::kCreateSmall));
   io::Reactor& r = *io::Reactor::Current();
   uint64_t done = 0;
   while (done < data.size()) {

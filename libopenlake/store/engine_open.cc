@@ -389,7 +389,7 @@ absl::Status Engine::PrepareLocalDrives() {
     if (s.ok()) s = d.local->TrashNow(std::string(kTmpDir));
     if (s.ok()) s = d.fs->MakeDirs(kTmpDir, "");
     // Before anything reads the drive: what the journal holds is brought into its files.
-    if (s.ok() && opts_.commit_journal) s = d.local->OpenJournal();
+    if (s.ok()) s = d.local->OpenJournal(opts_.commit_journal);
     if (!s.ok()) {
       d.online = false;
       d.state = DriveState::kError;

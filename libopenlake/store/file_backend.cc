@@ -96,8 +96,9 @@ class LocalBackend final : public FileBackend {
       if (fd < 0) return ErrnoStatus(errno, StrCat("open folder ", full));
       return std::unique_ptr<FileHandle>(new LocalDir(fd, full));
     }
-    if (mode == OpenMode::kReadSmall) {
-      OL_ASSIGN_OR_RETURN(io::File f, io::File::OpenBuffered(full, O_RDONLY, 0600));
+    if (mode == OpenMode::kReadSmall || mode == OpenMode::kCreateSmall) {
+      const int flags = mode == OpenMode::kReadSmall ? O_RDONLY : (O_WRONLY | O_CREAT | O_TRUNC);
+      OL_ASSIGN_OR_RETURN(io::File f, io::File::OpenBuffered(full, flags, 0600));
       return std::unique_ptr<FileHandle>(new LocalFile(std::move(f)));
     }
     if (mode == OpenMode::kJournal) {
@@ -117,6 +118,18 @@ class LocalBackend final : public FileBackend {
          (path.size() > parents_from.size() && path[parents_from.size()] != '/'))) {
       return absl::InvalidArgumentError(StrCat(parents_from, " is not a prefix of ", path));
     }
+    // Most calls find every parent in place (a new key beside others): try the last folder
+    // alone first. Made, or there already, its parents exist, `parents_from` with them.
+    const std::string leaf = Full(path);
+    if (mkdir(leaf.c_str(), 0700) == 0) {
+      if (unsynced != nullptr) {
+        unsynced->emplace_back(path);
+        return absl::OkStatus();
+      }
+      return io::SyncParentDir(leaf);
+    }
+    if (errno == EEXIST) return absl::OkStatus();
+    if (errno != ENOENT) return ErrnoStatus(errno, StrCat("mkdir ", leaf));
     if (!parents_from.empty()) {
       struct stat st;
       const std::string base = Full(parents_from);

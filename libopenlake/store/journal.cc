@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -15,6 +16,7 @@
 #include "store/meta.h"
 #include "store/names.h"
 
+#include "openlake/log.h"
 #include "openlake/status.h"
 #include "openlake/strings.h"
 
@@ -143,9 +145,10 @@ class DriveJournal::Enqueue {
 };
 
 absl::StatusOr<std::unique_ptr<DriveJournal>> DriveJournal::Open(FileBackend* fs,
-                                                                 const ApplyFn& apply) {
+                                                                 const ApplyFn& apply,
+                                                                 uint64_t file_bytes) {
   OL_RETURN_IF_ERROR(fs->MakeDirs(kJournalDir, ""));
-  std::unique_ptr<DriveJournal> j(new DriveJournal(fs));
+  std::unique_ptr<DriveJournal> j(new DriveJournal(fs, file_bytes));
   std::vector<pb::JournalEntry> all;
   uint64_t max_seq = 0;
   for (int i = 0; i < 2; ++i) {
@@ -179,24 +182,29 @@ absl::StatusOr<std::unique_ptr<DriveJournal>> DriveJournal::Open(FileBackend* fs
     }
   }
   if (!order.empty()) OL_RETURN_IF_ERROR(fs->SyncAll());
-  j->stats_.replayed = order.size();
   // Both files start over: an entry older than the replay's must never be read again.
-  j->next_seq_ = j->pending_first_ = max_seq + 1;
+  const uint64_t next = max_seq + 1;
+  {
+    absl::MutexLock lock(&j->mu_);
+    j->stats_.replayed = order.size();
+    j->next_seq_ = j->pending_first_ = next;
+  }
   for (int i = 0; i < 2; ++i) {
-    OL_ASSIGN_OR_RETURN(uint64_t size,
-                        ResetNow(StrCat(fs->root(), "/", JournalPath(i)), j->next_seq_));
+    OL_ASSIGN_OR_RETURN(uint64_t size, ResetNow(StrCat(fs->root(), "/", JournalPath(i)), next));
     OL_ASSIGN_OR_RETURN(j->files_[i].handle, fs->Open(JournalPath(i), OpenMode::kJournal));
     j->files_[i].allocated = size;
   }
   return j;
 }
 
-DriveJournal::~DriveJournal() = default;
+DriveJournal::~DriveJournal() {
+  if (reclaimer_.joinable()) reclaimer_.join();
+}
 
 void DriveJournal::Applying::Done() {
   if (journal_ == nullptr) return;
   absl::MutexLock lock(&journal_->mu_);
-  --journal_->files_[file_].unapplied;
+  --journal_->unapplied_[file_];
   journal_ = nullptr;
 }
 
@@ -233,7 +241,7 @@ io::Task<void> DriveJournal::Lead() {
     {
       absl::MutexLock lock(&mu_);
       if (s.ok()) {
-        files_[file].unapplied += n;
+        unapplied_[file] += n;
         stats_.entries += n;
         ++stats_.batches;
       }
@@ -262,29 +270,55 @@ io::Task<absl::Status> DriveJournal::WriteAt(FileHandle* f, std::string_view byt
   co_return absl::OkStatus();
 }
 
-uint64_t DriveJournal::Unapplied(int file) {
+bool DriveJournal::Ready(int file) {
   absl::MutexLock lock(&mu_);
-  return files_[file].unapplied;
+  return ready_[file];
+}
+
+void DriveJournal::StartReclaim(int file) {
+  // The previous reclaim is over: the file it reclaimed has just been found ready.
+  if (reclaimer_.joinable()) reclaimer_.join();
+  {
+    absl::MutexLock lock(&mu_);
+    ready_[file] = false;
+    ++stats_.switches;
+  }
+  // A thread of its own: syncfs can take long (every dirty page of the file system), and no
+  // reactor should wait for it.
+  reclaimer_ = std::thread([this, file] {
+    for (;;) {
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](uint64_t* n) { return *n == 0; }, &unapplied_[file]));
+      }
+      const absl::Status s = fs_->SyncAll();
+      if (s.ok()) break;
+      OL_LOG_EVERY_N_SEC(kError, 10) << "store: journal of " << fs_->root()
+                                     << ": cannot reclaim a file: " << s;
+      absl::SleepFor(absl::Seconds(1));
+    }
+    absl::MutexLock lock(&mu_);
+    ready_[file] = true;
+  });
 }
 
 io::Task<absl::Status> DriveJournal::WriteBatch(std::string batch, uint64_t first_seq,
                                                 int* file) {
   File* f = &files_[active_];
-  if (f->tail > kHeaderBytes && f->tail + batch.size() > kFileBytes) {
-    // Switch: the other file's steps must be applied and durable in their own files before
-    // its header is rewritten.
+  if (f->tail > kHeaderBytes && f->tail + batch.size() > file_bytes_) {
+    // Switch. The other file's steps must be applied and durable in their own files before
+    // its header is rewritten: its reclaim began when it was left, and is normally done.
     const int other = 1 - active_;
-    while (Unapplied(other) > 0) {
+    while (!Ready(other)) {
       io::Sleep pause{absl::Milliseconds(1)};
       co_await pause;
     }
-    OL_CO_RETURN_IF_ERROR(fs_->SyncAll());
+    StartReclaim(active_);
     active_ = other;
     f = &files_[other];
     f->tail = kHeaderBytes;
     f->needs_header = true;
-    absl::MutexLock lock(&mu_);
-    ++stats_.switches;
   }
   *file = active_;
   FileHandle* h = f->handle.get();

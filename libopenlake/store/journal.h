@@ -12,12 +12,14 @@
 //
 // Files: entry records (meta.h's envelope, RecordType kJournalEntry) back to back after a
 // 4 KiB header record naming the first sequence number the file holds this time round.
-// Sequence numbers grow by one per entry across both files. When the active file is full the
-// other takes over: once every step in the other has been applied, one syncfs(2) makes those
-// steps durable in their real files, and the other's header is rewritten (with the next batch,
-// under one fdatasync), which voids its old entries. The file left behind still holds the
-// newest steps, so what the journal holds is always the most recent stretch of the drive's
-// history.
+// Sequence numbers grow by one per entry across both files. A file grows in zero-filled 1 MiB
+// steps, so that a batch's fdatasync has no size change to commit. When the active file is
+// full the other takes over, provided it is reclaimed: the reclaim of a file starts when it is
+// left, on a thread of its own, and waits until every step in it has been applied, then makes
+// them durable in their real files with one syncfs(2). Its header is rewritten with the next
+// batch it takes (under that batch's fdatasync), which voids its old entries. The file left
+// behind still holds the newest steps, so what the journal holds is always the most recent
+// stretch of the drive's history.
 //
 // Recovery (Open, before the engine reads the drive): the entries of both files, each file
 // read from its header while sequence numbers rise and records check out, are replayed in
@@ -34,10 +36,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
 #include "store/store.pb.h"
@@ -53,14 +57,16 @@ class DriveJournal {
   static constexpr uint64_t kHeaderBytes = 4096;
   // A file is switched once a batch would take it past this (a single larger batch still fits:
   // the file grows).
-  static constexpr uint64_t kFileBytes = 8u << 20;
+  static constexpr uint64_t kFileBytes = 32u << 20;
 
   // Applies one recovered step to the drive (blocking).
   using ApplyFn = std::function<absl::Status(const pb::JournalEntry&)>;
 
   // Replays what the journal under `fs` holds through `apply`, makes the drive durable and
   // opens the journal for new steps. Blocking: at start-up, before the drive is read.
-  static absl::StatusOr<std::unique_ptr<DriveJournal>> Open(FileBackend* fs, const ApplyFn& apply);
+  // `file_bytes`: the switch threshold (tests make it small).
+  static absl::StatusOr<std::unique_ptr<DriveJournal>> Open(FileBackend* fs, const ApplyFn& apply,
+                                                            uint64_t file_bytes = kFileBytes);
 
   DriveJournal(const DriveJournal&) = delete;
   DriveJournal& operator=(const DriveJournal&) = delete;
@@ -102,32 +108,39 @@ class DriveJournal {
     absl::Status status;
     int file = 0;
   };
+  // The leader's alone, one leader at a time.
   struct File {
     std::unique_ptr<FileHandle> handle;
     uint64_t tail = kHeaderBytes;  // where the next batch goes
     uint64_t allocated = 0;        // bytes written since creation (zeros included)
     bool needs_header = false;     // the next batch rewrites the header first
-    uint64_t unapplied = 0;        // durable steps not yet applied (guarded by mu_)
   };
   class Enqueue;
 
-  explicit DriveJournal(FileBackend* fs) : fs_(fs) {}
+  DriveJournal(FileBackend* fs, uint64_t file_bytes) : fs_(fs), file_bytes_(file_bytes) {}
   io::Task<void> Lead();
   io::Task<absl::Status> WriteBatch(std::string batch, uint64_t first_seq, int* file);
   io::Task<absl::Status> WriteAt(FileHandle* f, std::string_view bytes, uint64_t offset);
-  uint64_t Unapplied(int file);
+  bool Ready(int file);
+  // Once every step in `file` is applied, syncfs, then `file` is ready to be reused.
+  void StartReclaim(int file);
 
   FileBackend* fs_;
+  const uint64_t file_bytes_;
+  std::thread reclaimer_;  // the leader's alone (and the destructor's)
   File files_[2];
   int active_ = 0;  // the leader's alone
 
   mutable absl::Mutex mu_;
-  uint64_t next_seq_ = 1;
-  uint64_t pending_first_ = 1;  // the sequence number pending_ starts with
-  std::string pending_;         // encoded entries waiting for the next batch
-  std::vector<Waiter*> waiters_;
-  bool leading_ = false;
-  Stats stats_;
+  uint64_t unapplied_[2] ABSL_GUARDED_BY(mu_) = {0, 0};  // durable steps not yet applied
+  bool ready_[2] ABSL_GUARDED_BY(mu_) = {false, true};    // may be switched to
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  // The sequence number pending_ starts with.
+  uint64_t pending_first_ ABSL_GUARDED_BY(mu_) = 1;
+  std::string pending_ ABSL_GUARDED_BY(mu_);  // encoded entries waiting for the next batch
+  std::vector<Waiter*> waiters_ ABSL_GUARDED_BY(mu_);
+  bool leading_ ABSL_GUARDED_BY(mu_) = false;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace openlake::store

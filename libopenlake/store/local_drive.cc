@@ -105,10 +105,12 @@ io::Task<absl::Status> LocalDrive::Log(pb::JournalEntry e, DriveJournal::Applyin
 io::Task<absl::Status> LocalDrive::CommitObject(CommitStep step) {
   const std::string dir = ObjectDir(step.bucket, step.key);
   absl::Status s;
+  bool new_dir = false;  // made here: it holds no data folder to clean up
   if (journal_ != nullptr && step.staged_dir.empty()) {
     // The folders need not be durable yet: a replay of the step makes them again.
     std::vector<std::string> unsynced;
     s = fs_->MakeDirs(dir, step.bucket, &unsynced);
+    new_dir = !unsynced.empty();
   } else {
     s = co_await MakeDirsDurable(*fs_, dir, step.bucket);
   }
@@ -141,6 +143,7 @@ io::Task<absl::Status> LocalDrive::CommitObject(CommitStep step) {
         co_await AtomicReplace(*fs_, meta_path, std::move(step.meta), step.sync_dir));
   }
   // Data folders no record uses (failed writes, versions already replaced) go.
+  if (new_dir) co_return absl::OkStatus();
   absl::flat_hash_set<std::string> used(step.keep_data_dirs.begin(), step.keep_data_dirs.end());
   auto entries = fs_->ReadDir(dir);
   if (entries.ok()) {
@@ -185,10 +188,11 @@ absl::Status LocalDrive::RemoveObjectNow(const std::string& bucket, const std::s
   return absl::OkStatus();
 }
 
-absl::Status LocalDrive::OpenJournal() {
+absl::Status LocalDrive::OpenJournal(bool keep) {
   OL_ASSIGN_OR_RETURN(journal_, DriveJournal::Open(fs_, [this](const pb::JournalEntry& e) {
                         return ApplyNow(e);
                       }));
+  if (!keep) journal_.reset();
   return absl::OkStatus();
 }
 

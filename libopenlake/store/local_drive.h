@@ -45,10 +45,12 @@ class LocalDrive final : public DriveApi {
   // Trash, for blocking callers (the engine's start-up).
   absl::Status TrashNow(const std::string& path);
 
-  // Replays the drive's commit journal and opens it (journal.h): from then on every change to
-  // an object's metadata file is a journal step, group-committed with its neighbours.
-  // Blocking, at start-up; without it (a test's bare drive) each commit syncs its own files.
-  absl::Status OpenJournal();
+  // Replays the drive's commit journal (journal.h) and, with `keep`, opens it: from then on
+  // every change to an object's metadata file is a journal step, group-committed with its
+  // neighbours. Blocking, at start-up. Without a journal (`keep` false, a test's bare drive)
+  // each commit syncs its own files; the replay still runs, so that steps a run with the
+  // journal left are neither lost nor replayed later over newer changes.
+  absl::Status OpenJournal(bool keep);
   DriveJournal* journal() { return journal_.get(); }
 
  private:

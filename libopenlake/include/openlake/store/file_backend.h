@@ -51,6 +51,7 @@ enum class OpenMode {
   kRead,       // an existing file, read-only
   kReadSmall,  // the same, for a small file read whole (metadata): no O_DIRECT descriptor
   kCreate,     // create or truncate, write-only
+  kCreateSmall,  // the same, for a small file written whole (a record): no O_DIRECT descriptor
   kDirectory,  // an existing folder, for Sync
   kJournal,    // read-write, created when missing, never truncated, no O_DIRECT (a drive's
                // commit journal, rewritten in place)
