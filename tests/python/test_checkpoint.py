@@ -163,7 +163,8 @@ def test_a_progress_bar_counts_every_byte_of_a_save_and_a_load(ckpt, fake_stderr
                                                            ("load", total, total)]
     # Drawn on stderr, and ended there at the full size.
     shown = tqdm_bars[0].format_sizeof(total, divisor=1024)
-    assert err.getvalue().count("100%") == 2
+    # (tqdm may draw a finished bar more than once, when it refreshes and when it closes.)
+    assert "save: 100%" in err.getvalue() and "load: 100%" in err.getvalue()
     assert f"{shown}/{shown}" in err.getvalue()
 
 

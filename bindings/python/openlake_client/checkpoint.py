@@ -91,6 +91,10 @@ except ImportError:  # torch 1.13
         from torch.distributed._shard.checkpoint.planner import LoadItemType, WriteItemType
         from torch.distributed._shard.checkpoint.storage import WriteResult
 
+# torch's checkpoint module, for calls of one's own (save_state_dict with an OpenLakeWriter
+# across ranks): torch.distributed.checkpoint, or on torch 1.13 its _shard predecessor, imported
+# with the fix above.
+dcp = _dcp
 StorageWriter = _dcp.StorageWriter
 StorageReader = _dcp.StorageReader
 
@@ -385,7 +389,7 @@ def _load_fn():
     return getattr(_dcp, "load_state_dict", None) or _dcp.load
 
 
-def _one_process(fn, *args, **kwargs):
+def _unwrapped(fn, *args, **kwargs):
     """Runs a torch save or load; a failure torch wrapped in its CheckpointException (a
     BaseException that names ranks) is raised as itself: the NotFoundError, DataLossError or
     UnavailableError that caused it."""
@@ -405,7 +409,7 @@ def save(state_dict: Dict[str, Any], url: str, store: Store, progress=None,
     this process alone. `progress(done_bytes, total_bytes)` hears the upload; `progress_bar`:
     a tqdm bar (None: when stderr is a terminal and tqdm is installed)."""
     writer = OpenLakeWriter(url, store, progress=progress, progress_bar=progress_bar)
-    _one_process(_save_fn(), state_dict, storage_writer=writer, no_dist=True)
+    _unwrapped(_save_fn(), state_dict, storage_writer=writer, no_dist=True)
 
 
 def load_into(state_dict: Dict[str, Any], url: str, store: Store, progress=None,
@@ -414,7 +418,7 @@ def load_into(state_dict: Dict[str, Any], url: str, store: Store, progress=None,
     load_state_dict does: keys the state dict lacks are not read). `progress` and
     `progress_bar` as for `save`."""
     reader = OpenLakeReader(url, store, progress=progress, progress_bar=progress_bar)
-    _one_process(_load_fn(), state_dict, storage_reader=reader, no_dist=True)
+    _unwrapped(_load_fn(), state_dict, storage_reader=reader, no_dist=True)
 
 
 def load(url: str, store: Store, progress=None,
@@ -431,18 +435,66 @@ def load(url: str, store: Store, progress=None,
         else:
             state[fqn] = None  # bytes: filled in by load_bytes
     reader = OpenLakeReader(url, store, progress=progress, progress_bar=progress_bar)
-    _one_process(_load_fn(), state, storage_reader=reader, no_dist=True)
+    _unwrapped(_load_fn(), state, storage_reader=reader, no_dist=True)
     return state
 
 
 # ---- Async save.
+
+def _distributed() -> bool:
+    import torch.distributed as dist
+    return dist.is_available() and dist.is_initialized()
+
+
+_CHECKPOINT_GROUP = None
+
+
+def _checkpoint_group():
+    """A gloo group of every rank, for the collectives of background saves (made once; a
+    collective itself, so every rank makes it at the same call)."""
+    global _CHECKPOINT_GROUP
+    if _CHECKPOINT_GROUP is None:
+        import torch.distributed as dist
+        _CHECKPOINT_GROUP = dist.new_group(backend="gloo")
+    return _CHECKPOINT_GROUP
+
+
+def _snapshot_sharded(obj: Any, pin: bool, old: Any) -> Any:
+    """_snapshot of a distributed tensor (its local shards only, no collective), or None when
+    `obj` is not one."""
+    try:
+        from torch.distributed._shard.sharded_tensor import Shard, ShardedTensor
+    except ImportError:
+        ShardedTensor = None
+    if ShardedTensor is not None and isinstance(obj, ShardedTensor):
+        before = old.local_shards() if isinstance(old, ShardedTensor) else []
+        shards = []
+        for i, shard in enumerate(obj.local_shards()):
+            prev = before[i].tensor if i < len(before) else None
+            shards.append(Shard(_snapshot(shard.tensor, pin, prev), shard.metadata))
+        return ShardedTensor._init_from_local_shards_and_global_metadata(
+            shards, obj.metadata(), process_group=obj._process_group)
+    try:  # torch >= 2.x
+        from torch.distributed._tensor import DTensor
+    except ImportError:
+        return None
+    if isinstance(obj, DTensor):
+        prev = old.to_local() if isinstance(old, DTensor) else None
+        return DTensor.from_local(_snapshot(obj.to_local(), pin, prev), obj.device_mesh,
+                                  obj.placements, run_check=False)
+    return None
+
 
 def _snapshot(obj: Any, pin: bool, old: Any = None) -> Any:
     """A copy of a state dict's values that training may not touch: tensors copied into host
     memory (pinned when CUDA is there, so a GPU tensor's copy is one DMA), containers rebuilt,
     anything else deep-copied. A tensor of `old` (an earlier snapshot of the same structure)
     with the same shape and dtype is reused: its pages are already there, and first-touch page
-    faults cost more than the copy itself."""
+    faults cost more than the copy itself. A rank's shards of a ShardedTensor (or DTensor)
+    are copied and wrapped again in the same global layout."""
+    sharded = _snapshot_sharded(obj, pin, old)
+    if sharded is not None:
+        return sharded
     if isinstance(obj, torch.Tensor):
         if (isinstance(old, torch.Tensor) and old.shape == obj.shape and old.dtype == obj.dtype
                 and old.is_pinned() == pin):
@@ -485,16 +537,26 @@ class SaveHandle:
 
 def async_save(state_dict: Dict[str, Any], url: str, store: Store, progress=None,
                reuse: Optional[SaveHandle] = None,
-               progress_bar: Optional[bool] = None) -> SaveHandle:
+               progress_bar: Optional[bool] = None, process_group=None) -> SaveHandle:
     """Snapshots `state_dict` and returns at once; the checkpoint is written to `url` in the
-    background (one process, as `save`). Training may change its tensors as soon as this
-    returns. Call `wait()` on the handle before relying on the checkpoint, and before the next
-    async_save to the same URL. `reuse`: the previous save's handle; its snapshot memory is
-    refilled (after that save has finished) instead of allocated anew, which is what makes a
-    loop of saves cheap to resume from. `progress` is called from the background; a bar is
-    shown only with progress_bar=True (left to itself, a bar drawn behind the caller's back
-    would interleave with the training loop's own output)."""
+    background. Training may change its tensors as soon as this returns. Call `wait()` on the
+    handle before relying on the checkpoint, and before the next async_save to the same URL.
+    `reuse`: the previous save's handle; its snapshot memory is refilled (after that save has
+    finished) instead of allocated anew, which is what makes a loop of saves cheap to resume
+    from. `progress` is called from the background; a bar is shown only with
+    progress_bar=True (left to itself, a bar drawn behind the caller's back would interleave
+    with the training loop's own output).
+
+    With torch.distributed initialized, every rank calls it at the same step, as it would
+    save_state_dict: each rank uploads its own items and rank 0 writes the metadata once all
+    have, so the checkpoint appears whole or not at all. The collectives this takes run in the
+    background too, on `process_group`: by default a gloo group of every rank made for
+    checkpoints on the first call, so that they never interleave with the training loop's
+    own collectives on its groups."""
     start = time.monotonic()
+    distributed = _distributed()
+    if distributed and process_group is None:
+        process_group = _checkpoint_group()
     old = None
     if reuse is not None:
         reuse._done.wait()  # its buffers are still being sent until then
@@ -507,7 +569,13 @@ def async_save(state_dict: Dict[str, Any], url: str, store: Store, progress=None
 
     def run() -> None:
         try:
-            save(snap, url, store, progress, progress_bar=bool(progress_bar))
+            if distributed:
+                writer = OpenLakeWriter(url, store, progress=progress,
+                                        progress_bar=bool(progress_bar))
+                _unwrapped(_save_fn(), snap, storage_writer=writer,
+                             process_group=process_group)
+            else:
+                save(snap, url, store, progress, progress_bar=bool(progress_bar))
         except BaseException as e:  # handed to wait()
             handle._error = e
         finally:
