@@ -437,7 +437,8 @@ absl::StatusOr<int> Engine::RestoreDrives() {
     std::filesystem::create_directories(d.path, ec);
     if (ec) return absl::InternalError(StrCat("store: recreating ", d.path, ": ", ec.message()));
     OL_RETURN_IF_ERROR(d.fs->MakeDirs(kSysDir, ""));
-    for (std::string_view dir : {kTmpDir, kTrashDir, kBucketMetaDir, kMultipartDir}) {
+    for (std::string_view dir :
+         {kTmpDir, kTrashDir, kBucketMetaDir, kMultipartDir, kJournalDir}) {
       OL_RETURN_IF_ERROR(d.fs->MakeDirs(dir, ""));
     }
     const std::string fmt = d.path + "/" + std::string(kFormatFile);

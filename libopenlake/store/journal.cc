@@ -16,6 +16,7 @@
 #include "store/meta.h"
 #include "store/names.h"
 
+#include "openlake/io/file.h"
 #include "openlake/log.h"
 #include "openlake/status.h"
 #include "openlake/strings.h"
@@ -191,9 +192,10 @@ absl::StatusOr<std::unique_ptr<DriveJournal>> DriveJournal::Open(FileBackend* fs
   }
   for (int i = 0; i < 2; ++i) {
     OL_ASSIGN_OR_RETURN(uint64_t size, ResetNow(StrCat(fs->root(), "/", JournalPath(i)), next));
-    OL_ASSIGN_OR_RETURN(j->files_[i].handle, fs->Open(JournalPath(i), OpenMode::kJournal));
     j->files_[i].allocated = size;
   }
+  // The files' names, when this made them.
+  OL_RETURN_IF_ERROR(io::SyncParentDir(StrCat(fs->root(), "/", JournalPath(0))));
   return j;
 }
 
@@ -321,7 +323,28 @@ io::Task<absl::Status> DriveJournal::WriteBatch(std::string batch, uint64_t firs
     f->needs_header = true;
   }
   *file = active_;
-  FileHandle* h = f->handle.get();
+  // Open for the batch alone: a descriptor open for writing between batches would keep the
+  // drive's file system from being remounted read-only (which a drive going bad, or its
+  // operator, does), and a read-only one fails the batch here.
+  absl::StatusOr<std::unique_ptr<FileHandle>> opened =
+      fs_->Open(JournalPath(*file), OpenMode::kJournal);
+  if (absl::IsNotFound(opened.status())) {
+    // The drive's folder was made again while running (Engine::RestoreDrives): so is this.
+    OL_CO_RETURN_IF_ERROR(fs_->MakeDirs(kJournalDir, ""));
+    opened = fs_->Open(JournalPath(*file), OpenMode::kJournal);
+  }
+  OL_CO_RETURN_IF_ERROR(opened.status());
+  std::unique_ptr<FileHandle> handle = std::move(*opened);
+  FileHandle* h = handle.get();
+  OL_CO_ASSIGN_OR_RETURN(uint64_t size, h->Size());
+  if (size < f->tail) {
+    // Not the file this journal wrote (made anew with the drive's folder): it starts over,
+    // and its name is made durable.
+    f->tail = kHeaderBytes;
+    f->allocated = size;
+    f->needs_header = true;
+    OL_CO_RETURN_IF_ERROR(io::SyncParentDir(StrCat(fs_->root(), "/", JournalPath(*file))));
+  }
   if (f->needs_header) {
     const std::string header = HeaderRecord(first_seq);
     OL_CO_RETURN_IF_ERROR(co_await WriteAt(h, header, 0));
@@ -337,7 +360,9 @@ io::Task<absl::Status> DriveJournal::WriteBatch(std::string batch, uint64_t firs
   }
   io::Reactor& r = *io::Reactor::Current();
   const int32_t synced = co_await io::Op([&](io::Completion* c) { h->Sync(r, c); });
-  if (synced < 0) co_return ErrnoStatus(synced, StrCat("fdatasync ", fs_->root(), "/", kJournalDir));
+  if (synced < 0) {
+    co_return ErrnoStatus(synced, StrCat("fdatasync ", fs_->root(), "/", kJournalDir));
+  }
   // A failed batch leaves tail where it was: the next one overwrites what it left.
   f->tail = end;
   f->needs_header = false;

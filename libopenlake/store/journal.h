@@ -6,7 +6,8 @@
 // for a new key, which is what kept 4 KiB PUTs near a hundred a second. With it a step is an
 // entry appended to one of two preallocated files under .openlake.sys/journal; whoever finds no
 // write in progress becomes the leader and writes every entry that has queued since, with one
-// fdatasync, then wakes their owners on their own reactors. Only then does a step change the
+// fdatasync (the file opened for the batch alone, so that nothing holds the drive's file
+// system open for writing between batches), then wakes their owners on their own reactors. Only then does a step change the
 // metadata file, without syncing it, and the engine counts the drive as committed: an
 // acknowledgement still means durable on the write quorum.
 //
@@ -110,7 +111,6 @@ class DriveJournal {
   };
   // The leader's alone, one leader at a time.
   struct File {
-    std::unique_ptr<FileHandle> handle;
     uint64_t tail = kHeaderBytes;  // where the next batch goes
     uint64_t allocated = 0;        // bytes written since creation (zeros included)
     bool needs_header = false;     // the next batch rewrites the header first
