@@ -146,39 +146,46 @@ double Md5Rate(const std::string& data) {
 
 // ---- fio
 
-// fio's aggregate bandwidth (bytes/s) of one sequential pass over one file per drive folder.
-absl::StatusOr<double> RunFio(const Options& o, const std::vector<std::string>& drives,
-                              const std::string& scratch, bool write, uint64_t per_file) {
-  const std::string out_path = scratch + "/fio.json";
+// fio over `drives`, one job per folder on a file `file` in it, each job with `job`'s options
+// (plus io_uring, reports grouped, JSON out): the number `key` of the jobs' write (or read)
+// section.
+absl::StatusOr<double> FioFigure(const Options& o, const std::vector<std::string>& drives,
+                                 const std::string& scratch, const std::string& file,
+                                 const std::vector<std::string>& job, bool write,
+                                 const std::string& key, absl::Duration timeout) {
+  const std::string out_path = scratch + "/" + file + ".json";
   const std::string fio = FindProgram(o.fio);
   if (fio.empty()) return absl::NotFoundError(o.fio + " not found (apt-get install fio)");
-  std::vector<std::string> argv = {fio,
-                                   "--ioengine=io_uring",
-                                   "--direct=1",
-                                   "--bs=" + std::to_string(kBlock / kData),
-                                   "--iodepth=4",
-                                   write ? "--rw=write" : "--rw=read",
-                                   "--size=" + std::to_string(per_file),
-                                   "--end_fsync=1",
-                                   "--group_reporting",
-                                   "--output-format=json",
-                                   "--output=" + out_path};
+  std::vector<std::string> argv = {fio, "--ioengine=io_uring"};
+  argv.insert(argv.end(), job.begin(), job.end());
+  argv.insert(argv.end(), {"--group_reporting", "--output-format=json", "--output=" + out_path});
   for (size_t i = 0; i < drives.size(); ++i) {
     argv.push_back("--name=d" + std::to_string(i));
-    argv.push_back("--filename=" + drives[i] + "/fio.bin");
+    argv.push_back("--filename=" + drives[i] + "/" + file);
   }
-  OL_ASSIGN_OR_RETURN(Child child, Child::Spawn(argv, scratch + "/fio.log", /*cpu=*/-1));
-  const int st = child.Wait(absl::Seconds(300), absl::Seconds(5));
+  OL_ASSIGN_OR_RETURN(Child child, Child::Spawn(argv, scratch + "/" + file + ".log", /*cpu=*/-1));
+  const int st = child.Wait(timeout, absl::Seconds(5));
   std::ifstream in(out_path);
   const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   // The job's section ("write" : {), not the option ("rw" : "write").
   const size_t sec = json.find(write ? "\"write\" : {" : "\"read\" : {");
-  const double bw = sec == std::string::npos ? NAN : JsonNumberAfter(json, "bw_bytes", sec);
-  if (st != 0 || std::isnan(bw) || bw <= 0) {
+  const double v = sec == std::string::npos ? NAN : JsonNumberAfter(json, key, sec);
+  if (st != 0 || std::isnan(v) || v <= 0) {
     return absl::InternalError("fio failed (status " + std::to_string(st) + "):\n" +
                                child.LogTail());
   }
-  return bw;
+  return v;
+}
+
+// The large-object baseline: fio's aggregate bandwidth (bytes/s) of one sequential pass over
+// one file per drive folder.
+absl::StatusOr<double> RunFio(const Options& o, const std::vector<std::string>& drives,
+                              const std::string& scratch, bool write, uint64_t per_file) {
+  return FioFigure(o, drives, scratch, "fio.bin",
+                   {"--direct=1", "--bs=" + std::to_string(kBlock / kData), "--iodepth=4",
+                    write ? "--rw=write" : "--rw=read", "--size=" + std::to_string(per_file),
+                    "--end_fsync=1"},
+                   write, "bw_bytes", absl::Seconds(300));
 }
 
 // ---- Small objects
@@ -187,37 +194,14 @@ absl::StatusOr<double> RunFio(const Options& o, const std::vector<std::string>& 
 // --small-seconds: writes per second per folder (each PUT makes one durable write per drive).
 absl::StatusOr<double> RunFioSync(const Options& o, const std::vector<std::string>& drives,
                                   const std::string& scratch, int depth) {
-  const std::string out_path = scratch + "/fio-sync.json";
-  const std::string fio = FindProgram(o.fio);
-  if (fio.empty()) return absl::NotFoundError(o.fio + " not found (apt-get install fio)");
-  std::vector<std::string> argv = {fio,
-                                   "--ioengine=io_uring",
-                                   "--rw=randwrite",
-                                   "--bs=4k",
-                                   "--fdatasync=1",
-                                   "--iodepth=" + std::to_string(depth),
-                                   "--size=16m",
-                                   "--time_based",
-                                   "--runtime=" + std::to_string(std::max(1.0, o.small_seconds)),
-                                   "--group_reporting",
-                                   "--output-format=json",
-                                   "--output=" + out_path};
-  for (size_t i = 0; i < drives.size(); ++i) {
-    argv.push_back("--name=s" + std::to_string(i));
-    argv.push_back("--filename=" + drives[i] + "/fio-sync.bin");
-  }
-  OL_ASSIGN_OR_RETURN(Child child, Child::Spawn(argv, scratch + "/fio-sync.log", /*cpu=*/-1));
-  const int st = child.Wait(absl::Seconds(120), absl::Seconds(5));
-  std::ifstream in(out_path);
-  const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t sec = json.find("\"write\" : {");
-  const double iops = sec == std::string::npos ? NAN : JsonNumberAfter(json, "iops", sec);
-  if (st != 0 || std::isnan(iops) || iops <= 0) {
-    return absl::InternalError("fio failed (status " + std::to_string(st) + "):\n" +
-                               child.LogTail());
-  }
+  auto iops = FioFigure(o, drives, scratch, "fio-sync.bin",
+                        {"--rw=randwrite", "--bs=4k", "--fdatasync=1",
+                         "--iodepth=" + std::to_string(depth), "--size=16m", "--time_based",
+                         "--runtime=" + std::to_string(std::max(1.0, o.small_seconds))},
+                        /*write=*/true, "iops", absl::Seconds(120));
   for (const std::string& d : drives) std::filesystem::remove(d + "/fio-sync.bin");
-  return iops / static_cast<double>(drives.size());
+  if (!iops.ok()) return iops.status();
+  return *iops / static_cast<double>(drives.size());
 }
 
 struct SmallFigures {
@@ -244,14 +228,15 @@ io::Task<absl::Status> SmallWorker(store::Store& st, const std::string* tag, int
   co_return absl::OkStatus();
 }
 
-// New keys under `tag`, `n` in flight.
+// New keys under `tag`, `n` in flight; then (with `gets`) as many readers get them.
 absl::StatusOr<SmallFigures> MeasureSmall(io::Runtime& rt, store::Store& st, const Options& o,
-                                          int n, const std::string& tag) {
+                                          int n, const std::string& tag, bool gets) {
   SmallFigures f;
   const std::string body(4096, 'x');
   std::vector<std::vector<double>> lat(static_cast<size_t>(n));
   std::vector<int> counts(static_cast<size_t>(n), 0);
   for (bool put : {true, false}) {
+    if (!put && !gets) break;
     for (auto& l : lat) l.clear();
     std::vector<int> done(static_cast<size_t>(n), 0);
     const int64_t t0 = NowNs();
@@ -365,7 +350,8 @@ absl::StatusOr<StoreFigures> MeasureStore(const Options& o, io::Runtime& rt, sto
   f.get = Median(get_mbps);
   f.commit_ms = Median(commit_ms);
   f.put_cpu = Median(put_cpu);
-  OL_ASSIGN_OR_RETURN(f.small, MeasureSmall(rt, st, o, o.small_concurrency, "small"));
+  OL_ASSIGN_OR_RETURN(f.small,
+                      MeasureSmall(rt, st, o, o.small_concurrency, "small", /*gets=*/true));
   return f;
 }
 
@@ -644,7 +630,8 @@ int Run(const Options& o) {
     } else if (fio_note.empty()) {
       fio_note = std::string(fio.status().message());
     }
-    auto ours = MeasureSmall(**rt, **opened, o, depth, "vs-fio-" + std::to_string(depth));
+    auto ours = MeasureSmall(**rt, **opened, o, depth, "vs-fio-" + std::to_string(depth),
+                             /*gets=*/false);
     if (!ours.ok()) return Fail("small puts", ours.status());
     x.ours = ours->put_ops;
     std::printf("4 KiB PUTs, %d in flight: %.0f ops/s (p50 %.0f µs) ÷ fio 4 KiB write + "

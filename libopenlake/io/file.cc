@@ -41,6 +41,17 @@ std::string TempName(const std::string& path) {
   return StrCat(path, ".tmp.", absl::Hex(absl::Uniform<uint64_t>(gen), absl::kZeroPad16));
 }
 
+// `sync` (fsync or syncfs) on the folder `dir`; `what` names it in a failure.
+absl::Status SyncFolder(const std::string& dir, int (*sync)(int), const char* what) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, StrCat("open folder ", dir));
+  const int rc = sync(fd);
+  const int err = errno;
+  close(fd);
+  if (rc != 0) return ErrnoStatus(err, StrCat(what, " ", dir));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 File::~File() {
@@ -143,15 +154,10 @@ absl::StatusOr<uint64_t> File::Size() const {
 }
 
 absl::Status SyncParentDir(const std::string& path) {
-  const std::string dir = ParentDir(path);
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, StrCat("open folder ", dir));
-  const int rc = fsync(fd);
-  const int err = errno;
-  close(fd);
-  if (rc != 0) return ErrnoStatus(err, StrCat("fsync folder ", dir));
-  return absl::OkStatus();
+  return SyncFolder(ParentDir(path), fsync, "fsync folder");
 }
+
+absl::Status SyncFileSystem(const std::string& dir) { return SyncFolder(dir, syncfs, "syncfs"); }
 
 absl::Status AtomicWriteFileSync(const std::string& path, std::string_view data, mode_t mode) {
   const std::string tmp = TempName(path);

@@ -58,21 +58,28 @@ io::Task<absl::StatusOr<std::string>> ReadWholeFile(FileBackend& fs, std::string
   co_return out;
 }
 
+io::Task<absl::Status> WriteAllAt(FileHandle* f, std::string_view bytes, uint64_t offset,
+                                  std::string name) {
+  io::Reactor& r = *io::Reactor::Current();
+  uint64_t done = 0;
+  while (done < bytes.size()) {
+    const auto want = static_cast<uint32_t>(std::min<uint64_t>(bytes.size() - done, 1u << 30));
+    const char* src = bytes.data() + done;
+    const uint64_t at = offset + done;
+    const int32_t n = co_await io::Op([&](io::Completion* c) { f->Write(r, src, want, at, c); });
+    if (n < 0) co_return ErrnoStatus(n, StrCat("write ", name));
+    if (n == 0) co_return absl::InternalError(StrCat("write ", name, ": no progress"));
+    done += static_cast<uint64_t>(n);
+  }
+  co_return absl::OkStatus();
+}
+
 io::Task<absl::Status> WriteWholeFile(FileBackend& fs, std::string path, std::string data,
                                       bool sync) {
   OL_CO_ASSIGN_OR_RETURN(std::unique_ptr<FileHandle> f, fs.Open(path, OpenMode::kCreateSmall));
-  io::Reactor& r = *io::Reactor::Current();
-  uint64_t done = 0;
-  while (done < data.size()) {
-    const auto want = static_cast<uint32_t>(std::min<uint64_t>(data.size() - done, 1u << 30));
-    const int32_t n = co_await io::Op([&](io::Completion* c) {
-      f->Write(r, data.data() + done, want, done, c);
-    });
-    if (n < 0) co_return ErrnoStatus(n, StrCat("write ", fs.root(), "/", path));
-    if (n == 0) co_return absl::InternalError(StrCat("write ", fs.root(), "/", path, ": no progress"));
-    done += static_cast<uint64_t>(n);
-  }
+  OL_CO_RETURN_IF_ERROR(co_await WriteAllAt(f.get(), data, 0, StrCat(fs.root(), "/", path)));
   if (!sync) co_return absl::OkStatus();
+  io::Reactor& r = *io::Reactor::Current();
   const int32_t s = co_await io::Op([&](io::Completion* c) { f->Sync(r, c); });
   if (s < 0) co_return ErrnoStatus(s, StrCat("fdatasync ", fs.root(), "/", path));
   co_return absl::OkStatus();

@@ -430,6 +430,9 @@ class Engine final : public Store {
 
 // The whole file; NotFound when it does not exist.
 io::Task<absl::StatusOr<std::string>> ReadWholeFile(FileBackend& fs, std::string path);
+// Writes all of `bytes` to `f` at `offset` (`name`: the file, for messages).
+io::Task<absl::Status> WriteAllAt(FileHandle* f, std::string_view bytes, uint64_t offset,
+                                  std::string name);
 // Creates `path` with `data` and (with `sync`) fdatasyncs it.
 io::Task<absl::Status> WriteWholeFile(FileBackend& fs, std::string path, std::string data,
                                       bool sync);

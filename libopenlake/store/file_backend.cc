@@ -243,15 +243,7 @@ class LocalBackend final : public FileBackend {
     return static_cast<uint64_t>(v.f_bavail) * v.f_frsize;
   }
 
-  absl::Status SyncAll() override {
-    const int fd = open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus(errno, StrCat("open folder ", root_));
-    const int rc = syncfs(fd);
-    const int err = errno;
-    close(fd);
-    if (rc != 0) return ErrnoStatus(err, StrCat("syncfs ", root_));
-    return absl::OkStatus();
-  }
+  absl::Status SyncAll() override { return io::SyncFileSystem(root_); }
 
  private:
   std::string Full(std::string_view rel) const { return StrCat(root_, "/", rel); }

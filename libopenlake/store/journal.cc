@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 
+#include "store/engine.h"
 #include "store/meta.h"
 #include "store/names.h"
 
@@ -256,22 +257,6 @@ io::Task<void> DriveJournal::Lead() {
   }
 }
 
-io::Task<absl::Status> DriveJournal::WriteAt(FileHandle* f, std::string_view bytes,
-                                             uint64_t offset) {
-  io::Reactor& r = *io::Reactor::Current();
-  uint64_t done = 0;
-  while (done < bytes.size()) {
-    const auto want = static_cast<uint32_t>(std::min<uint64_t>(bytes.size() - done, 1u << 30));
-    const char* src = bytes.data() + done;
-    const uint64_t at = offset + done;
-    const int32_t n = co_await io::Op([&](io::Completion* c) { f->Write(r, src, want, at, c); });
-    if (n < 0) co_return ErrnoStatus(n, StrCat("write ", fs_->root(), "/", kJournalDir));
-    if (n == 0) co_return absl::InternalError("journal write made no progress");
-    done += static_cast<uint64_t>(n);
-  }
-  co_return absl::OkStatus();
-}
-
 bool DriveJournal::Ready(int file) {
   absl::MutexLock lock(&mu_);
   return ready_[file];
@@ -336,6 +321,7 @@ io::Task<absl::Status> DriveJournal::WriteBatch(std::string batch, uint64_t firs
   OL_CO_RETURN_IF_ERROR(opened.status());
   std::unique_ptr<FileHandle> handle = std::move(*opened);
   FileHandle* h = handle.get();
+  const std::string name = StrCat(fs_->root(), "/", JournalPath(*file));
   OL_CO_ASSIGN_OR_RETURN(uint64_t size, h->Size());
   if (size < f->tail) {
     // Not the file this journal wrote (made anew with the drive's folder): it starts over,
@@ -343,26 +329,24 @@ io::Task<absl::Status> DriveJournal::WriteBatch(std::string batch, uint64_t firs
     f->tail = kHeaderBytes;
     f->allocated = size;
     f->needs_header = true;
-    OL_CO_RETURN_IF_ERROR(io::SyncParentDir(StrCat(fs_->root(), "/", JournalPath(*file))));
+    OL_CO_RETURN_IF_ERROR(io::SyncParentDir(name));
   }
   if (f->needs_header) {
     const std::string header = HeaderRecord(first_seq);
-    OL_CO_RETURN_IF_ERROR(co_await WriteAt(h, header, 0));
+    OL_CO_RETURN_IF_ERROR(co_await WriteAllAt(h, header, 0, name));
   }
   const uint64_t end = f->tail + batch.size();
-  OL_CO_RETURN_IF_ERROR(co_await WriteAt(h, batch, f->tail));
+  OL_CO_RETURN_IF_ERROR(co_await WriteAllAt(h, batch, f->tail, name));
   if (end > f->allocated) {
     static const std::string zeros(kGrowBytes, '\0');
     const uint64_t grown = (end + kGrowBytes - 1) / kGrowBytes * kGrowBytes;
     const std::string_view pad(zeros.data(), grown - end);
-    OL_CO_RETURN_IF_ERROR(co_await WriteAt(h, pad, end));
+    OL_CO_RETURN_IF_ERROR(co_await WriteAllAt(h, pad, end, name));
     f->allocated = grown;
   }
   io::Reactor& r = *io::Reactor::Current();
   const int32_t synced = co_await io::Op([&](io::Completion* c) { h->Sync(r, c); });
-  if (synced < 0) {
-    co_return ErrnoStatus(synced, StrCat("fdatasync ", fs_->root(), "/", kJournalDir));
-  }
+  if (synced < 0) co_return ErrnoStatus(synced, StrCat("fdatasync ", name));
   // A failed batch leaves tail where it was: the next one overwrites what it left.
   f->tail = end;
   f->needs_header = false;

@@ -120,7 +120,6 @@ class DriveJournal {
   DriveJournal(FileBackend* fs, uint64_t file_bytes) : fs_(fs), file_bytes_(file_bytes) {}
   io::Task<void> Lead();
   io::Task<absl::Status> WriteBatch(std::string batch, uint64_t first_seq, int* file);
-  io::Task<absl::Status> WriteAt(FileHandle* f, std::string_view bytes, uint64_t offset);
   bool Ready(int file);
   // Once every step in `file` is applied, syncfs, then `file` is ready to be reused.
   void StartReclaim(int file);

@@ -51,7 +51,6 @@ class LocalDrive final : public DriveApi {
   // each commit syncs its own files; the replay still runs, so that steps a run with the
   // journal left are neither lost nor replayed later over newer changes.
   absl::Status OpenJournal(bool keep);
-  DriveJournal* journal() { return journal_.get(); }
 
  private:
   // A recovered journal step, applied (blocking).

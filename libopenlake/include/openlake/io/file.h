@@ -92,4 +92,8 @@ OL_EXPORT absl::Status AtomicWriteFileSync(const std::string& path, std::string_
 // fsyncs the folder holding `path` (so a rename or create in it is durable). Blocking.
 OL_EXPORT absl::Status SyncParentDir(const std::string& path);
 
+// syncfs(2) of the file system holding the folder `dir`: everything written to it before the
+// call is durable when it returns. Blocking.
+OL_EXPORT absl::Status SyncFileSystem(const std::string& dir);
+
 }  // namespace openlake::io
