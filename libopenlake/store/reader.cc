@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "store/buffer_pool.h"
 #include "store/engine.h"
 #include "store/errors.h"
 #include "store/names.h"
@@ -19,53 +20,6 @@
 
 namespace openlake::store {
 namespace {
-
-// Read buffers kept for the next read on the same thread (a reactor's): a fresh buffer's pages
-// each cost a fault when first touched, which on some machines (2.7 s per GiB on this project's
-// VMs) takes longer than reading the shards into them. Sizes are rounded up to a power of two
-// of at least 64 KiB; a thread keeps at most 64 MiB, and no buffer over 16 MiB. A read only
-// ever writes a shard block's bytes before it reads them, so a reused buffer's old contents
-// are never seen.
-class ReadBufferPool {
- public:
-  static io::AlignedBuffer Take(size_t size) {
-    const size_t cls = Class(size);
-    auto& free = Free();
-    for (size_t i = 0; i < free.size(); ++i) {
-      if (free[i].size() == cls) {
-        io::AlignedBuffer b = std::move(free[i]);
-        free.erase(free.begin() + static_cast<std::ptrdiff_t>(i));
-        Held() -= cls;
-        return b;
-      }
-    }
-    return io::AlignedBuffer(cls);
-  }
-  static void Give(io::AlignedBuffer b) {
-    const size_t size = b.size();
-    if (!b || size == 0 || size > kLargest || Held() + size > kMaxHeld) return;
-    Held() += size;
-    Free().push_back(std::move(b));
-  }
-
- private:
-  static constexpr size_t kSmallest = 64 << 10;
-  static constexpr size_t kLargest = 16 << 20;
-  static constexpr size_t kMaxHeld = 64 << 20;
-  static size_t Class(size_t size) {
-    size_t c = kSmallest;
-    while (c < size) c <<= 1;
-    return c;
-  }
-  static std::vector<io::AlignedBuffer>& Free() {
-    thread_local std::vector<io::AlignedBuffer> free;
-    return free;
-  }
-  static size_t& Held() {
-    thread_local size_t held = 0;
-    return held;
-  }
-};
 
 struct BlockBuf {
   io::AlignedBuffer data;    // k × cap (the largest shard block); shard s at s × L
@@ -246,8 +200,8 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
     }
     for (size_t i = 0; i < (blocks > 1 ? 2 : 1); ++i) {
       BlockBuf& b = bufs_[i];
-      b.data = ReadBufferPool::Take(k_ * cap_);
-      b.parity = ReadBufferPool::Take(m_ * cap_);
+      b.data = BufferPool::Take(k_ * cap_);
+      b.parity = BufferPool::Take(m_ * cap_);
       if (!b.data || !b.parity) return false;
     }
     return true;
@@ -255,8 +209,8 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
 
   ~ReaderCore() {
     for (BlockBuf& b : bufs_) {
-      ReadBufferPool::Give(std::move(b.data));
-      ReadBufferPool::Give(std::move(b.parity));
+      BufferPool::Give(std::move(b.data));
+      BufferPool::Give(std::move(b.parity));
     }
   }
 

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "common/digest.h"
+#include "store/buffer_pool.h"
 #include "store/engine.h"
 #include "store/errors.h"
 #include "store/names.h"
@@ -44,6 +45,13 @@ struct Window {
 // Everything a writer owns, kept apart so that a writer destroyed with writes in flight can
 // hand it to a clean-up coroutine that waits for them.
 struct WriterState {
+  ~WriterState() {
+    for (Window& w : windows) {
+      BufferPool::Give(std::move(w.data));
+      BufferPool::Give(std::move(w.parity));
+    }
+  }
+
   Engine* e = nullptr;
   WriteTarget target;
   int64_t expected = -1;
@@ -64,6 +72,13 @@ struct WriterState {
   int full = 0;                 // drives dropped for want of room (ENOSPC, EDQUOT)
   absl::Status error;
 };
+
+// Buffers from the thread's pool, whose pages an earlier object faulted in; those of a small
+// object, below the pool's smallest, from the heap, which recycles them as well.
+io::AlignedBuffer WindowBuffer(size_t bytes) {
+  if (bytes < BufferPool::kSmallest) return io::AlignedBuffer(bytes);
+  return BufferPool::Take(bytes);
+}
 
 int Usable(const WriterState& st) {
   int n = 0;
@@ -456,23 +471,24 @@ absl::StatusOr<std::unique_ptr<ObjectWriter>> Engine::NewWriter(WriteTarget t, i
   // that it never fills up and flushes before Commit decides between inline and files).
   const size_t depth = static_cast<size_t>(opts_.window_depth);
   const bool small = size >= 0 && static_cast<uint64_t>(size) < st->window_bytes;
+  const uint64_t bytes =
+      small ? st->k * ShardBlockLen(static_cast<uint64_t>(size), 0, st->k, st->block, false) +
+                  io::kDirectAlignment
+            : st->window_bytes;
   st->windows.resize(small ? 1 : depth);
   for (Window& w : st->windows) {
-    const uint64_t bytes =
-        small ? st->k * ShardBlockLen(static_cast<uint64_t>(size), 0, st->k, st->block, false) +
-                    io::kDirectAlignment
-              : st->window_bytes;
-    w.data = io::AlignedBuffer(bytes);
     w.parity_stride =
         small ? ShardBlockLen(static_cast<uint64_t>(size), 0, st->k, st->block, false) : st->block;
-    w.parity = io::AlignedBuffer(std::max<size_t>(st->m * w.parity_stride, 1));
+    const size_t parity_bytes = std::max<size_t>(st->m * w.parity_stride, 1);
+    w.data = WindowBuffer(bytes);
+    w.parity = WindowBuffer(parity_bytes);
     if (!w.data || !w.parity) {
       return absl::ResourceExhaustedError("store: out of memory for a window");
     }
     w.batch = std::make_unique<io::IoBatch>(st->n + 1);  // the shard writes and the hash
     w.slot_pos.reserve(st->n);
   }
-  if (small) st->window_bytes = st->windows[0].data.size();
+  st->window_bytes = bytes;  // a pooled buffer may be larger
   return std::unique_ptr<ObjectWriter>(new EcWriter(std::move(st)));
 }
 
