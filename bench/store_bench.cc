@@ -241,18 +241,27 @@ absl::StatusOr<SmallFigures> MeasureSmall(io::Runtime& rt, store::Store& st, con
     std::vector<int> done(static_cast<size_t>(n), 0);
     const int64_t t0 = NowNs();
     const int64_t end = t0 + static_cast<int64_t>(o.small_seconds * 1e9);
-    auto st_all = io::BlockOn(rt, 0, [&]() -> io::Task<absl::Status> {
-      std::vector<io::Task<absl::Status>> workers;
-      for (int i = 0; i < n; ++i) {
-        const auto u = static_cast<size_t>(i);
-        workers.push_back(
-            SmallWorker(st, &tag, i, put, end, &body, &lat[u], &done[u], counts[u]));
-      }
-      auto results = co_await io::WhenAll(std::move(workers));
-      for (auto& r : results) OL_CO_RETURN_IF_ERROR(r);
-      co_return absl::OkStatus();
-    });
-    OL_RETURN_IF_ERROR(st_all);
+    // The workers spread over the reactors, as the daemon's S3 connections are.
+    const unsigned reactors = rt.size();
+    std::vector<absl::Status> outcome(reactors);
+    std::vector<std::thread> drivers;
+    for (unsigned r = 0; r < reactors; ++r) {
+      drivers.emplace_back([&, r] {
+        outcome[r] = io::BlockOn(rt, r, [&, r]() -> io::Task<absl::Status> {
+          std::vector<io::Task<absl::Status>> workers;
+          for (int i = static_cast<int>(r); i < n; i += static_cast<int>(reactors)) {
+            const auto u = static_cast<size_t>(i);
+            workers.push_back(
+                SmallWorker(st, &tag, i, put, end, &body, &lat[u], &done[u], counts[u]));
+          }
+          auto results = co_await io::WhenAll(std::move(workers));
+          for (auto& res : results) OL_CO_RETURN_IF_ERROR(res);
+          co_return absl::OkStatus();
+        });
+      });
+    }
+    for (std::thread& t : drivers) t.join();
+    for (const absl::Status& s : outcome) OL_RETURN_IF_ERROR(s);
     const double secs = static_cast<double>(NowNs() - t0) / 1e9;
     std::vector<double> all;
     int total = 0;
