@@ -7,7 +7,8 @@
 //   - later, the deployment the most drives carry wins once a majority of all drives carry it
 //     (a formatting node's peers wait until it has written most identities); a blank drive of
 //     this node in a formatted cluster becomes the replacement of the one it stands for;
-// and waits, retrying every second, up to ClusterSpec::boot_timeout for enough of the cluster.
+// and waits, retrying every second, up to ClusterSpec::boot_timeout for enough of the cluster
+// (or until ClusterSpec::cancelled says to stop).
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -269,6 +270,9 @@ absl::Status Engine::LoadClusterDrives() {
         OL_LOG(kInfo) << "store: waiting for the cluster: " << answered << " of " << total
                       << " drives answer";
       }
+    }
+    if (c.cancelled && c.cancelled()) {
+      return absl::CancelledError("store: the start was cancelled while waiting for the cluster");
     }
     absl::SleepFor(absl::Seconds(1));
   }

@@ -11,10 +11,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -22,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 
 #include "admin_sources.h"
 #include "daemon_config.h"
@@ -44,6 +47,33 @@
 namespace {
 
 using openlake::tools::HumanBytes;
+
+// SIGINT or SIGTERM, taken from the start by a thread of its own, so that one arriving while
+// the store still waits for its cluster ends that wait instead of pending until it is over.
+// Made once and never freed: the thread stays in sigwait when main returns early.
+class StopSignal {
+ public:
+  // `signals` must be blocked in every thread already.
+  static const StopSignal& Watch(sigset_t signals) {
+    static StopSignal* const stop = new StopSignal;
+    std::thread([signals] {
+      int sig = 0;
+      if (sigwait(&signals, &sig) != 0) return;
+      stop->received_.store(sig);
+      stop->done_.Notify();
+    }).detach();
+    return *stop;
+  }
+  static const char* Name(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
+
+  // The signal received, or 0.
+  int received() const { return received_.load(); }
+  void Wait() const { done_.WaitForNotification(); }
+
+ private:
+  std::atomic<int> received_{0};
+  absl::Notification done_;
+};
 
 // Parses the address `what` names; one beyond loopback without its secret (`secured` false) is
 // refused with `beyond`. Prints why and answers nothing on failure.
@@ -198,6 +228,7 @@ int Run(const std::string& config_path) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  const StopSignal& stop = StopSignal::Watch(stop_signals);
 
   auto rt_or = openlake::io::Runtime::Create(openlake::tools::RuntimeOptionsFor(cfg));
   if (!rt_or.ok()) {
@@ -334,15 +365,22 @@ int Run(const std::string& config_path) {
   }
   std::unique_ptr<ObjectStoreNode> objects;
   if (cfg.mode == openlake::tools::Mode::kStorage) {
-    auto node = ObjectStoreNode::Start(cfg, *rt);
+    auto node = ObjectStoreNode::Start(cfg, *rt, [&stop] { return stop.received() != 0; });
     if (!node.ok()) {
-      std::fprintf(stderr, "openlaked: object store: %s\n",
-                   std::string(node.status().message()).c_str());
+      const bool stopped = absl::IsCancelled(node.status()) && stop.received() != 0;
+      if (stopped) {
+        std::printf("openlaked: %s received while waiting for the cluster, shutting down\n",
+                    StopSignal::Name(stop.received()));
+      } else {
+        std::fprintf(stderr, "openlaked: object store: %s\n",
+                     std::string(node.status().message()).c_str());
+      }
       if (status_server) status_server->Stop();
       if (kv) kv->Stop();
       stop_cluster_services();
       rt->Stop();
-      return 1;
+      if (stopped) std::printf("openlaked: stopped\n");
+      return stopped ? 0 : 1;
     }
     objects = *std::move(node);
     status->SetObjects(objects.get());
@@ -403,9 +441,8 @@ int Run(const std::string& config_path) {
   }
   std::fflush(stdout);
 
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
-  std::printf("openlaked: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  stop.Wait();
+  std::printf("openlaked: %s received, shutting down\n", StopSignal::Name(stop.received()));
   std::fflush(stdout);
   if (admin) admin->Stop();
   status->SetMembership(nullptr);

@@ -106,7 +106,8 @@ struct ObjectStoreNode::Impl {
 };
 
 absl::StatusOr<std::unique_ptr<ObjectStoreNode>> ObjectStoreNode::Start(
-    const openlake::tools::Config& cfg, openlake::io::Runtime& rt) {
+    const openlake::tools::Config& cfg, openlake::io::Runtime& rt,
+    std::function<bool()> cancelled) {
   if (cfg.data_dirs.empty()) {
     return absl::InvalidArgumentError("the object store needs data_dirs");
   }
@@ -142,6 +143,7 @@ absl::StatusOr<std::unique_ptr<ObjectStoreNode>> ObjectStoreNode::Start(
   openlake::store::StoreOptions so = openlake::tools::StoreOptionsFor(cfg);
   if (so.cluster) {
     so.cluster->runtime = &rt;
+    so.cluster->cancelled = std::move(cancelled);
     std::printf("object store: one store over %zu nodes; waiting for the cluster (up to %u s)\n",
                 cfg.nodes.size(), cfg.cluster_boot_timeout_secs);
     std::fflush(stdout);

@@ -3,6 +3,7 @@
 // and rebuilds replaced drives.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -16,9 +17,11 @@
 class ObjectStoreNode {
  public:
   // Opens (formatting on first use) the drives and starts serving S3 on cfg.s3_addr. Prints
-  // what it serves, and the credentials when it generated them.
-  static absl::StatusOr<std::unique_ptr<ObjectStoreNode>> Start(const openlake::tools::Config& cfg,
-                                                                openlake::io::Runtime& rt);
+  // what it serves, and the credentials when it generated them. A cluster's node waits for its
+  // peers until `cancelled` returns true (then: Cancelled).
+  static absl::StatusOr<std::unique_ptr<ObjectStoreNode>> Start(
+      const openlake::tools::Config& cfg, openlake::io::Runtime& rt,
+      std::function<bool()> cancelled = {});
   ~ObjectStoreNode();  // Stop()
   // Stops the server, then the healer; the engine closes with the object. Not from a reactor.
   void Stop();

@@ -35,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -412,6 +413,9 @@ struct ClusterSpec {
   // How long Open waits for enough of the cluster to answer (a blank cluster: every drive,
   // for the node with the lowest id to format them; later: a majority of formatted drives).
   absl::Duration boot_timeout = absl::Minutes(5);
+  // Asked once a second while Open waits for the cluster: true gives up the wait (Open fails
+  // with Cancelled), as a daemon told to stop while it starts must.
+  std::function<bool()> cancelled;
   // A request to another node's drive that gets no answer in this long fails (the node is then
   // taken as down until it answers again).
   absl::Duration call_timeout = absl::Seconds(10);
