@@ -34,8 +34,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
