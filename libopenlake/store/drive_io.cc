@@ -77,7 +77,9 @@ io::Task<absl::Status> WriteAllAt(FileHandle* f, std::string_view bytes, uint64_
 io::Task<absl::Status> WriteWholeFile(FileBackend& fs, std::string path, std::string data,
                                       bool sync) {
   OL_CO_ASSIGN_OR_RETURN(std::unique_ptr<FileHandle> f, fs.Open(path, OpenMode::kCreateSmall));
-  OL_CO_RETURN_IF_ERROR(co_await WriteAllAt(f.get(), data, 0, StrCat(fs.root(), "/", path)));
+  std::string name = StrCat(fs.root(), "/", path);
+  const absl::Status written = co_await WriteAllAt(f.get(), data, 0, std::move(name));
+  OL_CO_RETURN_IF_ERROR(written);
   if (!sync) co_return absl::OkStatus();
   io::Reactor& r = *io::Reactor::Current();
   const int32_t s = co_await io::Op([&](io::Completion* c) { f->Sync(r, c); });
