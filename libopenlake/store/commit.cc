@@ -36,7 +36,13 @@ io::Task<absl::Status> Engine::CommitOnDrive(int set, int pos, const std::string
   step.staged_dir = dc.staged_dir;
   step.data_dir = DataDirOf(dc.version);
   step.meta = EncodeRecord(RecordType::kObjectMeta, meta);
-  for (const pb::ObjectVersion* v : all) step.keep_data_dirs.push_back(DataDirOf(*v));
+  // The data folders in use: none when every version is inline (or has no bytes), and then
+  // the drive may pack the record (store/pack.h).
+  for (const pb::ObjectVersion* v : all) {
+    if (!v->inline_data() && !v->deleted() && !v->delete_marker()) {
+      step.keep_data_dirs.push_back(DataDirOf(*v));
+    }
+  }
   step.sync_dir = sync_dir;
   const absl::Status s = co_await d->CommitObject(std::move(step));
   co_return s;

@@ -447,6 +447,8 @@ absl::StatusOr<int> Engine::RestoreDrives() {
     if (d.lock_fd >= 0) close(d.lock_fd);
     d.lock_fd = open(fmt.c_str(), O_RDONLY | O_CLOEXEC);
     if (d.lock_fd >= 0) (void)flock(d.lock_fd, LOCK_EX | LOCK_NB);
+    // What the drive's pack held went with the folder.
+    if (d.local != nullptr) d.local->ResetPack();
     OL_LOG(kWarning) << "store: drive " << d.path << " lost its folder or identity while "
                      << "running: restored in place; a heal rebuilds its contents";
     ++restored;

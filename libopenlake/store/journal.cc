@@ -162,17 +162,20 @@ absl::StatusOr<std::unique_ptr<DriveJournal>> DriveJournal::Open(FileBackend* fs
     return a.seq() < b.seq();
   });
   // The last step of each object decides; a bucket's trash voids what came before it there.
+  // The drops themselves are applied too, in their place (the drive's pack forgets the
+  // bucket's records at them).
   absl::flat_hash_map<std::pair<std::string, std::string>, size_t> last;
+  std::vector<size_t> order;
   for (size_t i = 0; i < all.size(); ++i) {
     const pb::JournalEntry& e = all[i];
     if (e.op() == pb::JournalEntry::DROP_BUCKET) {
       absl::erase_if(last, [&](const auto& kv) { return kv.first.first == e.bucket(); });
+      order.push_back(i);
     } else {
       last[{e.bucket(), e.key()}] = i;
     }
   }
-  std::vector<size_t> order;
-  order.reserve(last.size());
+  order.reserve(order.size() + last.size());
   for (const auto& kv : last) order.push_back(kv.second);
   std::sort(order.begin(), order.end());
   for (size_t i : order) {

@@ -17,8 +17,64 @@
 #include "openlake/strings.h"
 
 namespace openlake::store {
+namespace {
+
+// An object's metadata file ("<bucket>/<escaped key>/%meta"), which may be packed.
+bool IsObjectMetaPath(std::string_view path) {
+  const std::string_view tail = "/%meta";
+  return path.size() > tail.size() && path.substr(path.size() - tail.size()) == tail &&
+         path.substr(0, kSysDir.size()) != kSysDir;
+}
+
+// Two walk pages in key order, merged into one of at most `limit` items.
+std::vector<WalkItem> MergeWalks(std::vector<WalkItem> a, std::vector<WalkItem> b,
+                                 size_t limit) {
+  std::vector<WalkItem> out;
+  out.reserve(std::min(limit, a.size() + b.size()));
+  size_t i = 0, j = 0;
+  while (out.size() < limit && (i < a.size() || j < b.size())) {
+    if (j == b.size() || (i < a.size() && a[i].key < b[j].key)) {
+      out.push_back(std::move(a[i++]));
+    } else if (i == a.size() || b[j].key < a[i].key) {
+      out.push_back(std::move(b[j++]));
+    } else {
+      // The same name from both: a common prefix holding keys of both kinds.
+      out.push_back(std::move(a[i++]));
+      ++j;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<MetaPack*> LocalDrive::Pack() {
+  absl::MutexLock lock(&pack_mu_);
+  if (pack_ == nullptr) {
+    OL_ASSIGN_OR_RETURN(pack_, MetaPack::For(fs_->root()));
+  }
+  return pack_.get();
+}
+
+void LocalDrive::ResetPack() {
+  absl::StatusOr<MetaPack*> pack = Pack();
+  if (pack.ok()) (*pack)->Reset();
+}
 
 io::Task<absl::StatusOr<std::string>> LocalDrive::ReadFile(std::string path) {
+  if (IsObjectMetaPath(path)) {
+    absl::StatusOr<MetaPack*> pack = Pack();
+    if (!pack.ok()) co_return pack.status();
+    absl::StatusOr<std::string> packed = (*pack)->Read(path);
+    if (!absl::IsNotFound(packed.status())) {
+      // The drive must still answer, and hold the bucket's folder (one removed under a
+      // running store took the bucket's objects on this drive with it).
+      absl::StatusOr<bool> bucket_there = fs_->Exists(path.substr(0, path.find('/')));
+      if (!bucket_there.ok()) co_return bucket_there.status();
+      if (!*bucket_there) co_return absl::NotFoundError(path);
+      co_return packed;
+    }
+  }
   absl::StatusOr<std::string> out = co_await ReadWholeFile(*fs_, std::move(path));
   co_return out;
 }
@@ -79,6 +135,8 @@ io::Task<absl::Status> LocalDrive::Trash(std::string path) {
     e.set_bucket(path);
     DriveJournal::Applying applying;
     OL_CO_RETURN_IF_ERROR(co_await Log(std::move(e), &applying));
+    OL_CO_ASSIGN_OR_RETURN(MetaPack * pack, Pack());
+    OL_CO_RETURN_IF_ERROR(pack->DropBucket(path, /*sync=*/journal_ == nullptr));
     co_return TrashNow(path);
   }
   co_return TrashNow(path);
@@ -103,6 +161,26 @@ io::Task<absl::Status> LocalDrive::Log(pb::JournalEntry e, DriveJournal::Applyin
 }
 
 io::Task<absl::Status> LocalDrive::CommitObject(CommitStep step) {
+  OL_CO_ASSIGN_OR_RETURN(MetaPack * pack, Pack());
+  if (journal_ != nullptr && step.staged_dir.empty() && step.keep_data_dirs.empty() &&
+      step.meta.size() <= MetaPack::kMaxRecord) {
+    // No version has a data folder: the record is packed, and the key needs no folder.
+    absl::StatusOr<bool> bucket_there = fs_->Exists(step.bucket);
+    if (!bucket_there.ok()) co_return bucket_there.status();
+    if (!*bucket_there) {
+      co_return Error(ErrorKind::kNoSuchBucket,
+                      StrCat("bucket \"", step.bucket, "\" is missing on ", fs_->root()));
+    }
+    pb::JournalEntry e;
+    e.set_op(pb::JournalEntry::PUT_META);
+    e.set_bucket(step.bucket);
+    e.set_key(step.key);
+    e.set_meta(step.meta);
+    e.set_packed(true);
+    DriveJournal::Applying applying;
+    OL_CO_RETURN_IF_ERROR(co_await Log(std::move(e), &applying));
+    co_return PutPackedNow(step.bucket, step.key, step.meta);
+  }
   const std::string dir = ObjectDir(step.bucket, step.key);
   absl::Status s;
   bool new_dir = false;  // made here: it holds no data folder to clean up
@@ -142,6 +220,9 @@ io::Task<absl::Status> LocalDrive::CommitObject(CommitStep step) {
     OL_CO_RETURN_IF_ERROR(
         co_await AtomicReplace(*fs_, meta_path, std::move(step.meta), step.sync_dir));
   }
+  // A packed record of the key would hide the new file: it goes (durably, when no journal
+  // step covers it; until then a read finds the older record, as after a failed commit).
+  OL_CO_RETURN_IF_ERROR(pack->Remove(step.bucket, step.key, /*sync=*/journal_ == nullptr));
   // Data folders no record uses (failed writes, versions already replaced) go.
   if (new_dir) co_return absl::OkStatus();
   absl::flat_hash_set<std::string> used(step.keep_data_dirs.begin(), step.keep_data_dirs.end());
@@ -163,10 +244,24 @@ io::Task<absl::Status> LocalDrive::RemoveObject(std::string bucket, std::string 
   e.set_key(key);
   DriveJournal::Applying applying;
   OL_CO_RETURN_IF_ERROR(co_await Log(std::move(e), &applying));
-  co_return RemoveObjectNow(bucket, key);
+  co_return RemoveObjectNow(bucket, key, /*sync=*/journal_ == nullptr);
 }
 
-absl::Status LocalDrive::RemoveObjectNow(const std::string& bucket, const std::string& key) {
+absl::Status LocalDrive::RemoveObjectNow(const std::string& bucket, const std::string& key,
+                                         bool sync) {
+  OL_ASSIGN_OR_RETURN(MetaPack * pack, Pack());
+  OL_RETURN_IF_ERROR(pack->Remove(bucket, key, sync));
+  return RemoveFolderNow(bucket, key);
+}
+
+absl::Status LocalDrive::PutPackedNow(const std::string& bucket, const std::string& key,
+                                      const std::string& meta) {
+  OL_ASSIGN_OR_RETURN(MetaPack * pack, Pack());
+  OL_RETURN_IF_ERROR(pack->Put(bucket, key, meta, /*sync=*/false));
+  return RemoveFolderNow(bucket, key);
+}
+
+absl::Status LocalDrive::RemoveFolderNow(const std::string& bucket, const std::string& key) {
   std::string dir = ObjectDir(bucket, key);
   auto entries = fs_->ReadDir(dir);
   if (!entries.ok()) {
@@ -189,6 +284,7 @@ absl::Status LocalDrive::RemoveObjectNow(const std::string& bucket, const std::s
 }
 
 absl::Status LocalDrive::OpenJournal(bool keep) {
+  OL_RETURN_IF_ERROR(Pack().status());
   OL_ASSIGN_OR_RETURN(journal_, DriveJournal::Open(fs_, [this](const pb::JournalEntry& e) {
                         return ApplyNow(e);
                       }));
@@ -197,10 +293,15 @@ absl::Status LocalDrive::OpenJournal(bool keep) {
 }
 
 absl::Status LocalDrive::ApplyNow(const pb::JournalEntry& e) {
-  if (e.op() == pb::JournalEntry::REMOVE) return RemoveObjectNow(e.bucket(), e.key());
+  // What is replayed is made durable by one syncfs after the replay: nothing syncs here.
+  OL_ASSIGN_OR_RETURN(MetaPack * pack, Pack());
+  if (e.op() == pb::JournalEntry::REMOVE) return RemoveObjectNow(e.bucket(), e.key(), false);
+  if (e.op() == pb::JournalEntry::DROP_BUCKET) return pack->DropBucket(e.bucket(), false);
   if (e.op() != pb::JournalEntry::PUT_META) return absl::OkStatus();
   OL_ASSIGN_OR_RETURN(bool bucket_there, fs_->Exists(e.bucket()));
   if (!bucket_there) return absl::OkStatus();  // deleted since: nothing to bring back
+  if (e.packed()) return PutPackedNow(e.bucket(), e.key(), e.meta());
+  OL_RETURN_IF_ERROR(pack->Remove(e.bucket(), e.key(), /*sync=*/false));
   const std::string dir = ObjectDir(e.bucket(), e.key());
   std::vector<std::string> unsynced;  // the syncfs after the replay covers them
   OL_RETURN_IF_ERROR(fs_->MakeDirs(dir, e.bucket(), &unsynced));
@@ -225,7 +326,13 @@ absl::Status LocalDrive::ApplyNow(const pb::JournalEntry& e) {
 }
 
 io::Task<absl::StatusOr<std::vector<WalkItem>>> LocalDrive::Walk(WalkRequest request) {
-  co_return WalkDrive(*fs_, request);
+  OL_CO_ASSIGN_OR_RETURN(MetaPack * pack, Pack());
+  OL_CO_ASSIGN_OR_RETURN(bool bucket_there, fs_->Exists(request.bucket));
+  if (!bucket_there) co_return std::vector<WalkItem>();
+  std::vector<WalkItem> packed = pack->Walk(request);
+  std::vector<WalkItem> folders = WalkDrive(*fs_, request);
+  if (packed.empty()) co_return folders;
+  co_return MergeWalks(std::move(folders), std::move(packed), request.limit);
 }
 
 io::Task<absl::StatusOr<bool>> LocalDrive::VerifyFile(VerifyRequest request) {

@@ -8,7 +8,10 @@
 #include <string>
 
 #include "store/drive_api.h"
+#include "absl/synchronization/mutex.h"
+
 #include "store/journal.h"
+#include "store/pack.h"
 
 namespace openlake::store {
 
@@ -45,9 +48,15 @@ class LocalDrive final : public DriveApi {
   // Trash, for blocking callers (the engine's start-up).
   absl::Status TrashNow(const std::string& path);
 
-  // Replays the drive's commit journal (journal.h) and, with `keep`, opens it: from then on
-  // every change to an object's metadata file is a journal step, group-committed with its
-  // neighbours. Blocking, at start-up. Without a journal (`keep` false, a test's bare drive)
+  // The drive's pack of small objects' records (pack.h), loaded on first use; shared with
+  // every other LocalDrive over the same folder in this process.
+  absl::StatusOr<MetaPack*> Pack();
+  // The drive's folder was made anew while running: the pack starts over.
+  void ResetPack();
+
+  // Loads the drive's pack, replays the drive's commit journal (journal.h) and, with `keep`,
+  // opens it: from then on every change to an object's metadata file is a journal step,
+  // group-committed with its neighbours, and a record that names no data folder is packed. Blocking, at start-up. Without a journal (`keep` false, a test's bare drive)
   // each commit syncs its own files; the replay still runs, so that steps a run with the
   // journal left are neither lost nor replayed later over newer changes.
   absl::Status OpenJournal(bool keep);
@@ -55,14 +64,23 @@ class LocalDrive final : public DriveApi {
  private:
   // A recovered journal step, applied (blocking).
   absl::Status ApplyNow(const pb::JournalEntry& e);
-  // RemoveObject's work, blocking.
-  absl::Status RemoveObjectNow(const std::string& bucket, const std::string& key);
+  // RemoveObject's work, blocking: the object's folder (RemoveFolderNow) and its packed
+  // record (synced when no journal step covers it).
+  absl::Status RemoveObjectNow(const std::string& bucket, const std::string& key, bool sync);
+  // The object's metadata file and data folders, and the folders that leaves empty.
+  absl::Status RemoveFolderNow(const std::string& bucket, const std::string& key);
+  // A packed record's step (PUT_META with `packed`), after its journal entry is durable:
+  // the record is appended to the pack and the key's folder, if it had one, goes.
+  absl::Status PutPackedNow(const std::string& bucket, const std::string& key,
+                            const std::string& meta);
   // Logs `e` and returns once it is durable (OK at once without a journal).
   io::Task<absl::Status> Log(pb::JournalEntry e, DriveJournal::Applying* applying);
 
   FileBackend* fs_;
   std::function<void()> trashed_;
   std::unique_ptr<DriveJournal> journal_;
+  absl::Mutex pack_mu_;
+  std::shared_ptr<MetaPack> pack_ ABSL_GUARDED_BY(pack_mu_);
 };
 
 // The walk of one drive's folders (drive_walk.cc): WalkRequest's page of the keys whose

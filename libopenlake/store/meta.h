@@ -28,6 +28,7 @@ enum class RecordType : uint16_t {
   kPartMeta = 4,
   kJournalEntry = 5,
   kJournalHeader = 6,
+  kPackEntry = 7,
 };
 
 inline constexpr uint16_t kMetaFormatVersion = 1;

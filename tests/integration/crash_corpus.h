@@ -10,7 +10,9 @@
 
 namespace openlake::testing {
 
-enum class CrashOp : int { kPut = 0, kOverwrite = 1, kMultipart = 2, kDelete = 3 };
+// kSmall overwrites one of a few keys with a body under the inline threshold: its record is
+// packed (docs/object-store.md, "Packed records").
+enum class CrashOp : int { kPut = 0, kOverwrite = 1, kMultipart = 2, kDelete = 3, kSmall = 4 };
 
 // The parts of a multipart object (2 or 3; all but the last at least 64 KiB).
 inline std::vector<std::string> CrashParts(uint32_t seed) {
@@ -31,6 +33,8 @@ inline std::string CrashBody(CrashOp op, uint32_t seed) {
       return RandomBytes((seed * 2654435761u) % 600001u, seed);
     case CrashOp::kOverwrite:
       return RandomBytes((seed * 40503u) % 300001u, seed);
+    case CrashOp::kSmall:
+      return RandomBytes((seed * 7919u) % 12001u, seed);
     case CrashOp::kMultipart: {
       std::string all;
       for (const auto& p : CrashParts(seed)) all += p;

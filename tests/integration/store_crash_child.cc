@@ -78,11 +78,17 @@ int main(int argc, char** argv) {
   std::mt19937 rng(seed);
   for (uint32_t i = 0;; ++i) {
     const uint32_t s = seed * 100000 + i;
-    const auto op = static_cast<CrashOp>(rng() % 4);
+    // Small writes twice as often as each other kind: most keys' records are packed.
+    const uint32_t pick = rng() % 6;
+    const auto op = static_cast<CrashOp>(pick >= 4 ? 4 : pick);
     std::string key;
     switch (op) {
       case CrashOp::kPut: key = "put/" + std::to_string(s); break;
       case CrashOp::kMultipart: key = "mp/" + std::to_string(s); break;
+      case CrashOp::kSmall: key = "sm/" + std::to_string(rng() % 8); break;
+      case CrashOp::kDelete:  // either kind of shared key
+        key = (rng() % 2 ? "ow/" : "sm/") + std::to_string(rng() % 4);
+        break;
       default: key = "ow/" + std::to_string(rng() % 4); break;  // shared across rounds
     }
     std::printf("B %d %s %u\n", static_cast<int>(op), key.c_str(), s);

@@ -1,6 +1,7 @@
 // Crash safety of the object engine: a child process (store_crash_child) writes objects,
-// overwrites, deletes and completes multipart uploads, and is killed with SIGKILL at random
-// moments, round after round on the same drives. Afterwards every acknowledged object must read
+// overwrites large and small ones (small ones' records are packed), deletes and completes
+// multipart uploads, and is killed with SIGKILL at random moments, round after round on the
+// same drives. Afterwards every acknowledged object must read
 // back exactly, and nothing partial or mixed may be visible: each key holds the last
 // acknowledged state or that of an operation begun after it, whole.
 #include <catch2/catch.hpp>

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "store/names.h"
+#include "store/pack.h"
 #include "store/store_test_util.h"
 #include "store/test_util_md5.h"
 
@@ -565,13 +566,16 @@ TEST_CASE("listing: sorted, prefixes, delimiters, markers, merged across sets", 
   weird.prefix = "../";
   CHECK(f.List("bkt", weird)->objects.empty());
   CHECK(ErrorKindOf(f.List("nobucket", {}).status()) == ErrorKind::kNoSuchBucket);
-  // Both sets hold objects.
-  std::set<uint32_t> sets_used;
+  // Each object is on the four drives of one set: small ones in the drive's pack, with no
+  // folder of their own.
   for (const auto& k : keys) {
     int found = 0;
     for (int dr = 0; dr < 8; ++dr) {
       const std::string dir = f.drive_path(dr) + "/" + store::ObjectDir("bkt", k);
-      found += std::filesystem::exists(dir + "/%meta") ? 1 : 0;
+      CHECK_FALSE(std::filesystem::exists(dir + "/%meta"));
+      auto pack = store::MetaPack::For(f.drive_path(dr));
+      REQUIRE(pack.ok());
+      found += (*pack)->Holds(store::MetaPath("bkt", k)) ? 1 : 0;
     }
     CHECK(found == 4);
   }

@@ -51,6 +51,8 @@ std::vector<std::string> Describe(const store::ListVersionsResult& r) {
 
 int DataFolders(StoreFixture& f, int d, const std::string& object_dir) {
   int n = 0;
+  // A key whose versions are all inline has no folder: its record is packed.
+  if (!std::filesystem::exists(f.drive_path(d) + "/" + object_dir)) return 0;
   for (const auto& e : std::filesystem::directory_iterator(f.drive_path(d) + "/" + object_dir)) {
     if (e.path().filename().string().rfind("%data.", 0) == 0) ++n;
   }

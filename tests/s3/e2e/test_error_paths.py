@@ -1178,8 +1178,9 @@ def test_copy_into_write_fails(hurt_serving, source):
     # WriteBody (ObjectWriter::Write failed): ServiceUnavailable, the first full window.
     pytest.param(2 * MiB, id="write"),
     # WriteBody -> Commit (ObjectWriter::Commit failed): ServiceUnavailable, a body smaller
-    # than a window is staged (an object's inline metadata, a part's shard file) at the commit.
-    pytest.param(1024, id="commit"),
+    # than a window but over the inline threshold is staged (its shard files) at the commit.
+    # (An inline object stages nothing: its record is packed, docs/object-store.md.)
+    pytest.param(256 * 1024, id="commit"),
 ])
 @pytest.mark.parametrize("op", ["PutObject", "UploadPart"])
 def test_write_body_disk_fails(hurt_serving, op, size):
@@ -1203,11 +1204,14 @@ def test_engine_too_few_drives(hurt_serving, op):
     # The engine's ServiceUnavailable (too few drives took the write) through the operations'
     # own Fail calls: CreateBucket (MakeBucket), CopyObject (engine CopyObject), DeleteObject
     # (engine DeleteObject), CreateMultipartUpload (CreateUpload), CompleteMultipartUpload
-    # (CompleteUpload); DeleteObjects reports it per key inside a 200.
+    # (CompleteUpload); DeleteObjects reports it per key inside a 200. The objects copied and
+    # deleted are over the inline threshold: their records need the staging folder (an inline
+    # object's record is packed and stages nothing, docs/object-store.md "Packed records").
     s = hurt_serving
     key = f"few-{op}"
+    doomed = b"to delete" * 30000
     if op in ("DeleteObject", "DeleteObjects"):
-        put(s, "hurt", key, b"to delete")
+        put(s, "hurt", key, doomed)
     if op == "CompleteMultipartUpload":
         uid = create_upload(s, "hurt", key)
         etag = upload_part(s, "hurt", key, uid, 1, b"the only part")
@@ -1217,7 +1221,7 @@ def test_engine_too_few_drives(hurt_serving, op):
             check(s, (503, "ServiceUnavailable"), "PUT", "/few-drives")
         elif op == "CopyObject":
             check(s, (503, "ServiceUnavailable"), "PUT", f"/hurt/{key}", b"",
-                  {"x-amz-copy-source": "/hurt/small"})
+                  {"x-amz-copy-source": "/hurt/window"})
         elif op == "DeleteObject":
             check(s, (503, "ServiceUnavailable"), "DELETE", f"/hurt/{key}")
         elif op == "DeleteObjects":
@@ -1235,7 +1239,7 @@ def test_engine_too_few_drives(hurt_serving, op):
         pass  # a bucket is left behind: test_failed_create_bucket_leaves_no_bucket
     elif op in ("DeleteObject", "DeleteObjects"):
         status, _, _, body = answer(s, "GET", f"/hurt/{key}")
-        assert (status, body) == (200, b"to delete")
+        assert (status, body) == (200, doomed)
     else:
         assert missing(s, "hurt", key)
 
