@@ -30,8 +30,9 @@ struct WalkItem {
   bool is_prefix = false;
 };
 
-// A page of a bucket's keys on one drive: the objects whose metadata file is on it, and with
-// a delimiter the common prefixes holding one, after `marker` in key order, at most `limit`.
+// A page of a bucket's keys on one drive: the objects whose metadata it holds (a folder's
+// metadata file or a packed record, pack.h), and with a delimiter the common prefixes holding
+// one, after `marker` in key order, at most `limit`.
 struct WalkRequest {
   std::string bucket;
   std::string prefix;

@@ -267,6 +267,21 @@ class Writer(threading.Thread):
             i += 1
 
 
+def holds(drive, bucket, key):
+    """Whether a drive folder holds the object's record: its key's folder (an object with shard
+    files, or a record written through a peer's drive service), or a record in the drive's pack
+    (a small object written by the node's own engine; docs/object-store.md, "Packed
+    records"). The pack's PUT_META records carry op 1, the bucket and the key, in that order."""
+    if (drive / bucket / key).exists():
+        return True
+    pack = drive / ".openlake.sys" / "pack"
+    if not pack.is_dir():
+        return False
+    b, k = bucket.encode(), key.encode()
+    needle = b"\x10\x01\x1a" + bytes([len(b)]) + b + b"\x22" + bytes([len(k)]) + k
+    return any(needle in p.read_bytes() for p in pack.iterdir())
+
+
 def wait_until(cond, timeout, what):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

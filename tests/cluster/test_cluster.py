@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Writer, read_all, wait_until
+from conftest import Writer, holds, read_all, wait_until
 
 
 def test_one_store_through_every_node(cluster):
@@ -31,7 +31,7 @@ def test_one_store_through_every_node(cluster):
     # Every node's drives hold shards of the objects.
     for node in cluster.nodes:
         for d in node.drives:
-            assert (d / "data" / "k8").exists()
+            assert holds(d, "data", "k8")
     # Bucket settings made through one node are seen through the others, even where they
     # were read (and kept) before.
     assert c.client().get_bucket_versioning(Bucket="data").get("Status") is None
@@ -74,9 +74,8 @@ def test_node_killed_mid_writes_loses_nothing_acknowledged(cluster):
     # It returns; the heal puts back what it missed; then another node dies.
     cluster.restart(victim)
     missed = [k for k in acked]
-    wait_until(lambda: all(
-        (d / "acks" / k.split("/")[0] / k.split("/")[1]).exists()
-        for d in victim.drives for k in missed), 60, "the returned node to be healed")
+    wait_until(lambda: all(holds(d, "acks", k) for d in victim.drives for k in missed), 60,
+               "the returned node to be healed")
     second = random.choice(survivors)
     second.kill()
     for node in nodes:

@@ -23,7 +23,8 @@ import time
 
 import pytest
 
-from conftest import ACCESS_KEY, SECRET_KEY, boto3_or_skip, read_all, start_cluster, wait_until
+from conftest import (ACCESS_KEY, SECRET_KEY, boto3_or_skip, holds, read_all, start_cluster,
+                      wait_until)
 
 SECRET = "partition-test-rpc-secret-5d1e9b"
 _ID = os.getpid() % 50000
@@ -158,7 +159,7 @@ def refused(result):
 
 
 def healed(nodes, bucket, keys):
-    return all((d / bucket / k).exists() for n in nodes for d in n.drives for k in keys)
+    return all(holds(d, bucket, k) for n in nodes for d in n.drives for k in keys)
 
 
 @pytest.fixture
