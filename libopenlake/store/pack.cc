@@ -75,6 +75,29 @@ absl::Status PReadAll(int fd, char* dst, size_t len, uint64_t at, const std::str
   return absl::OkStatus();
 }
 
+// Walks the records written back to back in `image`, calling `fn(offset, length, entry)` for
+// each that checks out. One that does not but whose header gives a length inside the image (a
+// torn write with later records after it, a damaged byte) is skipped and counted in `*skipped`.
+// Returns where the walk stopped: the image's end, or the first place where no record header
+// starts (a torn tail). Every load of the same bytes stops at the same place.
+template <typename Fn>
+uint64_t ForEachRecord(std::string_view image, uint64_t* skipped, Fn fn) {
+  uint64_t off = 0;
+  while (off < image.size()) {
+    const std::string_view rest = image.substr(off);
+    const size_t n = RecordSizeAt(rest);
+    if (n == 0 || n > rest.size()) break;
+    pb::JournalEntry e;
+    if (DecodeRecord(RecordType::kPackEntry, rest.substr(0, n), &e).ok()) {
+      fn(off, n, e);
+    } else {
+      ++*skipped;
+    }
+    off += n;
+  }
+  return off;
+}
+
 absl::Mutex registry_mu(absl::kConstInit);
 absl::flat_hash_map<std::string, std::weak_ptr<MetaPack>>* registry
     ABSL_GUARDED_BY(registry_mu) = nullptr;
@@ -87,15 +110,21 @@ MetaPack::Segment::~Segment() {
 
 absl::StatusOr<std::shared_ptr<MetaPack>> MetaPack::For(const std::string& root,
                                                         Options options) {
+  // One pack per folder, however its path is spelled.
+  std::string key = root;
+  if (char* real = realpath(root.c_str(), nullptr)) {
+    key = real;
+    free(real);
+  }
   absl::MutexLock lock(&registry_mu);
   if (registry == nullptr) registry = new absl::flat_hash_map<std::string, std::weak_ptr<MetaPack>>;
-  if (std::shared_ptr<MetaPack> held = (*registry)[root].lock()) return held;
+  if (std::shared_ptr<MetaPack> held = (*registry)[key].lock()) return held;
   std::shared_ptr<MetaPack> pack(new MetaPack(root, options));
   OL_RETURN_IF_ERROR(pack->Load());
   if (options.background) {
     pack->compactor_ = std::thread([raw = pack.get()] { raw->Compactor(); });
   }
-  (*registry)[root] = pack;
+  (*registry)[key] = pack;
   return pack;
 }
 
@@ -167,30 +196,25 @@ absl::Status MetaPack::LoadSegment(uint64_t id, bool newest) {
   std::string image(static_cast<size_t>(st.st_size), '\0');
   OL_RETURN_IF_ERROR(PReadAll(seg->fd, image.data(), image.size(), 0, name));
   segments_[id] = seg;
-  std::string_view rest = image;
-  uint64_t off = 0;
-  while (!rest.empty()) {
-    const size_t n = RecordSizeAt(rest);
-    pb::JournalEntry e;
-    if (n == 0 || n > rest.size() ||
-        !DecodeRecord(RecordType::kPackEntry, rest.substr(0, n), &e).ok()) {
-      break;
-    }
-    seg->size = off + n;
-    total_ += n;
-    Index(e, Loc{seg, off, static_cast<uint32_t>(n)});
-    off += n;
-    rest.remove_prefix(n);
+  uint64_t skipped = 0;
+  const uint64_t end =
+      ForEachRecord(image, &skipped, [&](uint64_t off, size_t n, const pb::JournalEntry& e) {
+        Index(e, Loc{seg, off, static_cast<uint32_t>(n)});
+      });
+  seg->size = end;  // skipped records count as dead bytes
+  total_ += end;
+  if (skipped > 0) {
+    OL_LOG(kWarning) << "store: " << name << ": " << skipped
+                     << " damaged or torn records skipped";
   }
-  if (off < image.size()) {
-    // What follows was appended after the last sync and cut by a crash: the journal replays
-    // its steps. The newest segment is appended to from here, so it loses the rest, lest a
-    // whole record beyond a torn one be read back at a later load.
-    OL_LOG(kWarning) << "store: " << name << ": " << image.size() - off
-                     << " bytes after the last whole record" << (newest ? " cut off" : "");
-    if (newest && ftruncate(seg->fd, static_cast<off_t>(off)) != 0) {
-      return ErrnoStatus(errno, StrCat("truncate ", name));
-    }
+  if (end < image.size()) {
+    // Appended after the last sync and cut by a crash (the journal replays those steps), or
+    // damaged. Nothing is removed: the segment is never appended to again, so every load stops
+    // here and no whole record beyond a torn one is ever read back over newer ones; the next
+    // record opens a new segment, and compaction drops this one in its turn.
+    OL_LOG(kWarning) << "store: " << name << ": " << image.size() - end
+                     << " bytes after the last record header ignored";
+    if (newest) roll_ = true;
   }
   return absl::OkStatus();
 }
@@ -246,13 +270,14 @@ bool MetaPack::Gone() {
 
 absl::Status MetaPack::Append(std::string_view record, Loc* at) {
   Gone();
-  if (segments_.empty() ||
+  if (segments_.empty() || roll_ ||
       (segments_.rbegin()->second->size > 0 &&
        segments_.rbegin()->second->size + record.size() > opts_.segment_bytes)) {
     const uint64_t id = segments_.empty() ? 1 : segments_.rbegin()->first + 1;
     std::shared_ptr<Segment> seg;
     OL_RETURN_IF_ERROR(OpenSegment(id, /*create=*/true, &seg));
     segments_[id] = std::move(seg);
+    roll_ = false;
   }
   const std::shared_ptr<Segment>& seg = segments_.rbegin()->second;
   OL_RETURN_IF_ERROR(PWriteAll(seg->fd, record, seg->size, StrCat(Dir(), "/", seg->id)));
@@ -438,27 +463,20 @@ absl::Status MetaPack::Compact(bool force) {
     std::string image(old->size, '\0');
     OL_RETURN_IF_ERROR(PReadAll(old->fd, image.data(), image.size(), 0, name));
     std::vector<std::shared_ptr<Segment>> written;
-    uint64_t off = 0;
-    while (off < image.size()) {
-      const std::string_view rec = std::string_view(image).substr(off);
-      const size_t n = RecordSizeAt(rec);
-      pb::JournalEntry e;
-      if (n == 0 || n > rec.size() ||
-          !DecodeRecord(RecordType::kPackEntry, rec.substr(0, n), &e).ok()) {
-        break;
-      }
-      if (e.op() == pb::JournalEntry::PUT_META) {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = index_.find(MetaPath(e.bucket(), e.key()));
-        if (it != index_.end() && it->second.seg == old && it->second.offset == off) {
-          Loc at;
-          OL_RETURN_IF_ERROR(Append(rec.substr(0, n), &at));
-          Index(e, at);
-          if (written.empty() || written.back() != at.seg) written.push_back(at.seg);
-        }
-      }
-      off += n;
-    }
+    absl::Status copied;
+    uint64_t skipped = 0;
+    ForEachRecord(image, &skipped, [&](uint64_t off, size_t n, const pb::JournalEntry& e) {
+      if (!copied.ok() || e.op() != pb::JournalEntry::PUT_META) return;
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = index_.find(MetaPath(e.bucket(), e.key()));
+      if (it == index_.end() || it->second.seg != old || it->second.offset != off) return;
+      Loc at;
+      copied = Append(std::string_view(image).substr(off, n), &at);
+      if (!copied.ok()) return;
+      Index(e, at);
+      if (written.empty() || written.back() != at.seg) written.push_back(at.seg);
+    });
+    OL_RETURN_IF_ERROR(copied);
     // The copies are durable before the only other copy goes.
     for (const auto& seg : written) OL_RETURN_IF_ERROR(Sync(*seg));
     {

@@ -15,9 +15,11 @@
 // step (a drive without one: the cluster's drive service, a test's bare drive) pass `sync`,
 // and are fdatasynced before they return.
 //
-// Loading (the first For of a folder in the process): the segments are read in order, each
-// while its records check out, and the last record of each key decides (a DROP_BUCKET drops
-// the bucket's earlier ones). The newest segment is cut back to its last whole record.
+// Loading (the first For of a folder in the process): the segments are read in order, records
+// that do not check out skipped, each up to where no record header starts, and the last record
+// of each key decides (a DROP_BUCKET drops the bucket's earlier ones). A segment whose end does
+// not parse is never appended to again (the next record starts a new one), so every load stops
+// at the same place in it.
 //
 // Compaction: when the bytes of dead records (replaced, removed, tombstones) pass those of
 // live ones and a floor, a thread of the pack's own copies the live records of the oldest
@@ -144,6 +146,7 @@ class MetaPack {
   absl::btree_set<std::string> keys_;                       // "<bucket>\0<key>", for walks
   uint64_t live_ = 0, total_ = 0, compactions_ = 0;  // bytes of live records, of all
   uint64_t reads_ = 0;
+  bool roll_ = false;  // the newest segment ends in bytes that do not parse: start another
   std::thread compactor_;
   std::mutex compact_mu_;  // one compaction at a time
 };

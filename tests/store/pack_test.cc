@@ -72,8 +72,9 @@ TEST_CASE("pack: put, remove and drop read back the same after a reload", "[stor
   TempDir d;
   {
     auto p = Load(d);
-    // One instance per folder in the process.
+    // One instance per folder in the process, however its path is spelled.
     CHECK(Load(d).get() == p.get());
+    CHECK(MetaPack::For(d.path() + "/.openlake.sys/..").value().get() == p.get());
     REQUIRE(p->Put("bkt", "a", "A1", false).ok());
     REQUIRE(p->Put("bkt", "b", "B1", false).ok());
     REQUIRE(p->Put("bkt", "a", "A2", true).ok());
@@ -121,7 +122,7 @@ TEST_CASE("pack: walks page through keys and common prefixes in key order", "[st
   CHECK(Names(p->Walk(Req("", "", "zz"))).empty());
 }
 
-TEST_CASE("pack: a torn tail is cut at load and never read back", "[store][pack]") {
+TEST_CASE("pack: a torn tail is never read back, nor appended over", "[store][pack]") {
   TempDir d;
   std::string whole;
   {
@@ -135,9 +136,9 @@ TEST_CASE("pack: a torn tail is cut at load and never read back", "[store][pack]
     std::ifstream in(segs[0], std::ios::binary);
     whole.assign(std::istreambuf_iterator<char>(in), {});
   }
-  // The second record torn in half, followed by a whole one (the file system kept the later
-  // write and not the earlier): the whole one must not come back once records are appended
-  // over the torn place.
+  // The second record torn, followed by its bytes whole (what a file system that kept a later
+  // page and not an earlier one leaves): neither is read, and no record is appended over them,
+  // which would let the whole one be read back at a later load.
   const size_t first = store::RecordSizeAt(whole);
   REQUIRE(first > 0);
   std::string torn = whole.substr(0, first) + whole.substr(first, 100) +
@@ -150,13 +151,45 @@ TEST_CASE("pack: a torn tail is cut at load and never read back", "[store][pack]
     auto p = Load(d);
     CHECK(Read(*p, "bkt", "a") == "A1");
     CHECK(Read(*p, "bkt", "b") == "<none>");
-    CHECK(fs::file_size(segs[0]) == first);
+    CHECK(fs::file_size(segs[0]) == torn.size());  // nothing removed
     REQUIRE(p->Put("bkt", "c", "C1", false).ok());
+    CHECK(Segments(d).size() == 2);  // a new segment took it
+  }
+  CHECK(fs::file_size(segs[0]) == torn.size());
+  auto p = Load(d);
+  CHECK(Read(*p, "bkt", "a") == "A1");
+  CHECK(Read(*p, "bkt", "b") == "<none>");
+  CHECK(Read(*p, "bkt", "c") == "C1");
+}
+
+TEST_CASE("pack: a damaged record is skipped, the records after it kept", "[store][pack]") {
+  TempDir d;
+  {
+    auto p = Load(d);
+    REQUIRE(p->Put("bkt", "a", "A1", false).ok());
+    REQUIRE(p->Put("bkt", "b", "B-damaged", false).ok());
+    REQUIRE(p->Put("bkt", "c", "C1", false).ok());
+  }
+  const auto segs = Segments(d);
+  REQUIRE(segs.size() == 1);
+  std::string bytes;
+  {
+    std::ifstream in(segs[0], std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t at = bytes.find("B-damaged");
+  REQUIRE(at != std::string::npos);
+  bytes[at] ^= 0x04;
+  {
+    std::ofstream out(segs[0], std::ios::binary | std::ios::trunc);
+    out << bytes;
   }
   auto p = Load(d);
   CHECK(Read(*p, "bkt", "a") == "A1");
   CHECK(Read(*p, "bkt", "b") == "<none>");
   CHECK(Read(*p, "bkt", "c") == "C1");
+  REQUIRE(p->Put("bkt", "d", "D1", false).ok());
+  CHECK(Segments(d).size() == 1);  // the segment parses to its end: appended to as before
 }
 
 TEST_CASE("pack: compaction keeps live records and frees dead ones", "[store][pack]") {
