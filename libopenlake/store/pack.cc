@@ -156,8 +156,7 @@ absl::Status MetaPack::OpenSegment(uint64_t id, bool create, std::shared_ptr<Seg
   auto seg = std::make_shared<Segment>();
   seg->id = id;
   seg->fd = fd;
-  // A new segment's name is made durable at once: the records in it are synced with the
-  // journal's reclaim (syncfs) or their own fdatasync, neither of which covers the folder.
+  // A new segment's name is made durable at once: a record's own fdatasync does not cover it.
   if (create) OL_RETURN_IF_ERROR(io::SyncParentDir(name));
   *out = std::move(seg);
   return absl::OkStatus();
@@ -165,6 +164,10 @@ absl::Status MetaPack::OpenSegment(uint64_t id, bool create, std::shared_ptr<Seg
 
 absl::Status MetaPack::Load() {
   std::lock_guard<std::mutex> lock(mu_);
+  return LoadLocked();
+}
+
+absl::Status MetaPack::LoadLocked() {
   if (mkdir(Dir().c_str(), 0700) == 0) {
     OL_RETURN_IF_ERROR(io::SyncParentDir(Dir()));
   } else if (errno != EEXIST) {
@@ -261,10 +264,7 @@ bool MetaPack::Gone() {
   const Segment& s = *segments_.rbegin()->second;
   if (fstat(s.fd, &st) == 0 && st.st_nlink > 0) return false;
   OL_LOG(kWarning) << "store: " << Dir() << " was removed while running: its records are gone";
-  index_.clear();
-  keys_.clear();
-  segments_.clear();
-  live_ = total_ = 0;
+  Clear();
   return true;
 }
 
@@ -273,9 +273,15 @@ absl::Status MetaPack::Append(std::string_view record, Loc* at) {
   if (segments_.empty() || roll_ ||
       (segments_.rbegin()->second->size > 0 &&
        segments_.rbegin()->second->size + record.size() > opts_.segment_bytes)) {
-    const uint64_t id = segments_.empty() ? 1 : segments_.rbegin()->first + 1;
+    uint64_t id = segments_.empty() ? 1 : segments_.rbegin()->first + 1;
     std::shared_ptr<Segment> seg;
-    OL_RETURN_IF_ERROR(OpenSegment(id, /*create=*/true, &seg));
+    absl::Status s = OpenSegment(id, /*create=*/true, &seg);
+    // A number taken by a file the index does not know (left by a folder that was cleared
+    // while running): the next one.
+    for (int tries = 0; absl::IsAlreadyExists(s) && tries < 64; ++tries) {
+      s = OpenSegment(++id, /*create=*/true, &seg);
+    }
+    OL_RETURN_IF_ERROR(s);
     segments_[id] = std::move(seg);
     roll_ = false;
   }
@@ -404,10 +410,19 @@ std::vector<WalkItem> MetaPack::Walk(const WalkRequest& r) const {
 
 void MetaPack::Reset() {
   std::lock_guard<std::mutex> lock(mu_);
+  Clear();
+  // What the folder holds now: nothing when it was made anew, the old segments when only the
+  // drive's identity was lost (its object folders stay too).
+  const absl::Status s = LoadLocked();
+  if (!s.ok()) OL_LOG(kWarning) << "store: reloading " << Dir() << ": " << s;
+}
+
+void MetaPack::Clear() {
   index_.clear();
   keys_.clear();
   segments_.clear();
   live_ = total_ = 0;
+  roll_ = false;
 }
 
 MetaPack::Stats MetaPack::stats() const {

@@ -83,7 +83,8 @@ class MetaPack {
   // The page of WalkRequest's keys (and common prefixes) the pack holds.
   std::vector<WalkItem> Walk(const WalkRequest& request) const;
 
-  // The drive's folder was made anew while running: nothing of the old one is held any more.
+  // The drive's folder (or its identity) was made anew while running: what the pack held is
+  // forgotten and its folder read again.
   void Reset();
 
   struct Stats {
@@ -117,6 +118,8 @@ class MetaPack {
 
   MetaPack(std::string root, Options options) : root_(std::move(root)), opts_(options) {}
   absl::Status Load();
+  absl::Status LoadLocked();  // under mu_
+  void Clear();               // forgets every record and segment; under mu_
   absl::Status LoadSegment(uint64_t id, bool newest);
   // Applies a record (from a load or an append) at `at` to the index. Under mu_.
   void Index(const pb::JournalEntry& e, const Loc& at);

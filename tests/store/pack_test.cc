@@ -246,5 +246,23 @@ TEST_CASE("pack: its folder removed under it, it forgets and starts over", "[sto
   CHECK(Segments(d).size() == 1);
 }
 
+TEST_CASE("pack: a reset reads the folder again; new segments skip numbers taken",
+          "[store][pack]") {
+  TempDir d;
+  MetaPack::Options o;
+  o.segment_bytes = 1;  // every record opens a segment
+  o.background = false;
+  auto p = Load(d, o);
+  REQUIRE(p->Put("bkt", "a", "A1", false).ok());
+  // Only the drive's identity was lost: the folder and its segments are still there.
+  p->Reset();
+  CHECK(Read(*p, "bkt", "a") == "A1");
+  // A file the index does not know holds the next number.
+  { std::ofstream(PackDir(d) + "/2") << "not ours"; }
+  REQUIRE(p->Put("bkt", "b", "B1", false).ok());
+  CHECK(Read(*p, "bkt", "b") == "B1");
+  CHECK(fs::exists(PackDir(d) + "/3"));
+}
+
 }  // namespace
 }  // namespace openlake::testing
