@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -40,6 +41,11 @@ struct WalkRequest {
   std::string marker;
   uint32_t limit = 1000;
 };
+
+// The common prefix `key` rolls up into under `request` (its prefix, then up to and including
+// the first delimiter after it), or "" when it does not (drive_walk.cc). Every walk, of folders
+// or of a pack, rolls keys up by this one rule.
+std::string RollUp(std::string_view key, const WalkRequest& request);
 
 // The commit of one version on one drive (Engine::CommitOnDrive): moves `staged_dir` (if any) in
 // as the data folder `data_dir` of the object's folder, replaces the object's metadata file with

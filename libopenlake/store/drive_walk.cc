@@ -17,7 +17,6 @@
 namespace openlake::store {
 namespace {
 
-bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 struct Probe {
   bool meta = false;     // <dir>/%meta is there
@@ -28,9 +27,9 @@ class Walker {
  public:
   Walker(FileBackend& drive, const WalkRequest& r)
       : drive_(drive),
+        request_(r),
         bucket_(r.bucket),
         prefix_(r.prefix),
-        delim_(r.delimiter),
         marker_(r.marker),
         limit_(r.limit) {}
 
@@ -108,13 +107,6 @@ class Walker {
     out_.push_back({std::move(key), is_prefix});
   }
 
-  // The common prefix `key` rolls up into, or "" when it does not.
-  std::string RollUp(const std::string& key) const {
-    if (delim_.empty() || !StartsWith(key, prefix_)) return "";
-    const size_t i = key.find(delim_, prefix_.size());
-    if (i == std::string::npos) return "";
-    return key.substr(0, i + delim_.size());
-  }
 
   void Walk(const std::string& dir) {
     struct Candidate {
@@ -127,9 +119,9 @@ class Walker {
     cands.reserve(segs.size() * 2);
     for (size_t i = 0; i < segs.size(); ++i) {
       std::string key = dir + segs[i];
-      if (StartsWith(key, prefix_)) cands.push_back({key, false, i});
+      if (key.starts_with(prefix_)) cands.push_back({key, false, i});
       std::string sub = key + "/";
-      if (StartsWith(sub, prefix_) || StartsWith(prefix_, sub)) {
+      if (sub.starts_with(prefix_) || prefix_.starts_with(sub)) {
         cands.push_back({std::move(sub), true, i});
       }
     }
@@ -145,7 +137,7 @@ class Walker {
       if (Done()) return;
       if (!c.subtree) {
         if (c.key <= marker_) continue;
-        const std::string cp = RollUp(c.key);
+        const std::string cp = RollUp(c.key, request_);
         if (!cp.empty() && (cp <= marker_ || cp == last_prefix_)) continue;
         if (!probe(c.seg).meta) continue;
         if (!cp.empty()) Emit(cp, true);
@@ -154,10 +146,10 @@ class Walker {
       }
       // Everything below sorts after c.key; all of it is at or before the marker when the
       // marker is past c.key and not inside it.
-      if (marker_ >= c.key && !StartsWith(marker_, c.key)) continue;
+      if (marker_ >= c.key && !marker_.starts_with(c.key)) continue;
       if (!probe(c.seg).has_sub) continue;
-      if (StartsWith(c.key, prefix_)) {
-        const std::string cp = RollUp(c.key);
+      if (c.key.starts_with(prefix_)) {
+        const std::string cp = RollUp(c.key, request_);
         if (!cp.empty()) {
           // The whole subtree is one common prefix.
           if (cp <= marker_ || cp == last_prefix_) continue;
@@ -170,13 +162,21 @@ class Walker {
   }
 
   FileBackend& drive_;
-  std::string bucket_, prefix_, delim_, marker_;
+  const WalkRequest& request_;
+  std::string bucket_, prefix_, marker_;
   size_t limit_;
   std::vector<WalkItem> out_;
   std::string last_prefix_;
 };
 
 }  // namespace
+
+std::string RollUp(std::string_view key, const WalkRequest& request) {
+  if (request.delimiter.empty() || !key.starts_with(request.prefix)) return "";
+  const size_t i = key.find(request.delimiter, request.prefix.size());
+  if (i == std::string_view::npos) return "";
+  return std::string(key.substr(0, i + request.delimiter.size()));
+}
 
 std::vector<WalkItem> WalkDrive(FileBackend& fs, const WalkRequest& request) {
   if (request.limit == 0) return {};

@@ -36,7 +36,6 @@ std::string IndexKey(std::string_view bucket, std::string_view key) {
   return out;
 }
 
-bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 // The first string after every string starting with `p` ("" when there is none).
 std::string PrefixSuccessor(std::string p) {
@@ -247,7 +246,7 @@ void MetaPack::Index(const pb::JournalEntry& e, const Loc& at) {
     case pb::JournalEntry::DROP_BUCKET: {
       const std::string from = IndexKey(e.bucket(), "");
       std::vector<std::string> gone;
-      for (auto it = keys_.lower_bound(from); it != keys_.end() && StartsWith(*it, from); ++it) {
+      for (auto it = keys_.lower_bound(from); it != keys_.end() && it->starts_with(from); ++it) {
         gone.push_back(it->substr(from.size()));
       }
       for (const std::string& k : gone) Forget(e.bucket(), k);
@@ -342,7 +341,7 @@ absl::Status MetaPack::DropBucket(const std::string& bucket, bool sync) {
     std::lock_guard<std::mutex> lock(mu_);
     const std::string from = IndexKey(bucket, "");
     auto it = keys_.lower_bound(from);
-    if (it == keys_.end() || !StartsWith(*it, from)) return absl::OkStatus();
+    if (it == keys_.end() || !it->starts_with(from)) return absl::OkStatus();
   }
   pb::JournalEntry e;
   e.set_op(pb::JournalEntry::DROP_BUCKET);
@@ -386,17 +385,15 @@ std::vector<WalkItem> MetaPack::Walk(const WalkRequest& r) const {
   auto it = keys_.lower_bound(base + r.prefix);
   if (r.marker >= r.prefix) it = keys_.upper_bound(base + r.marker);
   while (it != keys_.end() && out.size() < r.limit) {
-    if (!StartsWith(*it, base)) break;
+    if (!it->starts_with(base)) break;
     const std::string_view key = std::string_view(*it).substr(base.size());
-    if (!StartsWith(key, r.prefix)) break;
-    size_t cut = std::string_view::npos;
-    if (!r.delimiter.empty()) cut = key.find(r.delimiter, r.prefix.size());
-    if (cut == std::string_view::npos) {
+    if (!key.starts_with(r.prefix)) break;
+    const std::string cp = RollUp(key, r);
+    if (cp.empty()) {
       out.push_back({std::string(key), false});
       ++it;
       continue;
     }
-    const std::string cp(key.substr(0, cut + r.delimiter.size()));
     if (cp > r.marker && cp != last_prefix) {
       out.push_back({cp, true});
       last_prefix = cp;
