@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,47 @@ TEST_CASE("s3 transfer: many objects of mixed sizes up and back at once", "[s3][
   auto page = (*control)->ListObjectsV2("ckpt", lo);
   REQUIRE(page.ok());
   CHECK(page->objects.size() == sizes.size());
+}
+
+TEST_CASE("s3 transfer: an upload's parts follow its start and it completes at once",
+          "[s3][transfer]") {
+  // Eight multipart uploads on two connections. Each upload's parts go ahead of the uploads
+  // not yet started, and its completion ahead of everything: so no more uploads are open at
+  // once than there are connections (a batch in phases would open all eight first).
+  Server s;
+  REQUIRE(s.Connect(s.Options())->CreateBucket("seq").ok());
+  TransferOptions o = SmallParts(s, 2);
+  int most_open = 0;
+  absl::Status listed;
+  o.progress = [&](uint64_t, uint64_t) {
+    auto open = s.f.Run([&] { return s.f.st().ListUploads("seq", {}); });
+    if (!open.ok()) {
+      listed = open.status();
+      return;
+    }
+    most_open = std::max(most_open, static_cast<int>(open->uploads.size()));
+  };
+  auto t = Transfer::Create(o);
+  REQUIRE(t.ok());
+  std::vector<std::string> data;
+  for (uint32_t i = 0; i < 8; ++i) data.push_back(testing::RandomBytes((5 << 20) + 100, i + 7));
+  std::vector<PutItem> items;
+  for (size_t i = 0; i < data.size(); ++i) items.push_back({StrCat("obj", i), data[i]});
+  std::vector<absl::StatusOr<std::string>> etags = (*t)->PutMany("seq", items);
+  for (size_t i = 0; i < etags.size(); ++i) {
+    INFO(i);
+    REQUIRE(etags[i].ok());
+    CHECK(etags[i]->substr(etags[i]->size() - 2) == "-2");
+  }
+  REQUIRE(listed.ok());
+  CHECK(most_open >= 1);
+  CHECK(most_open <= 2);
+  auto after = s.f.Run([&] { return s.f.st().ListUploads("seq", {}); });
+  REQUIRE(after.ok());
+  CHECK(after->uploads.empty());
+  std::string back((5 << 20) + 100, '\0');
+  REQUIRE((*t)->Get("seq", "obj5", 0, absl::MakeSpan(back)).ok());
+  CHECK(back == data[5]);
 }
 
 TEST_CASE("s3 transfer: each item gets its own error", "[s3][transfer]") {

@@ -1,7 +1,7 @@
 // Parallel transfers (openlake/s3/transfer.h): a pool of worker threads, each with its own
-// s3::Client, fed from one queue. A batch runs in phases (start the multipart uploads and send
-// the small objects; send every part; complete or abort), each phase's requests all in the
-// queue at once, so every connection stays busy whatever the mix of sizes.
+// s3::Client, fed from one queue. A multipart upload is a chain of jobs (start, parts,
+// complete or abort), each link put at the head of the queue by the one before: every
+// connection carries data from a batch's first request to its last, and few uploads are open.
 #include "openlake/s3/transfer.h"
 
 #include <unistd.h>
@@ -13,7 +13,6 @@
 #include <thread>
 #include <utility>
 
-#include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 
 #include "openlake/status.h"
@@ -73,20 +72,19 @@ class Transfer::Impl {
   };
   using Job = std::function<void(Worker&)>;
 
-  // Runs the jobs on the workers and returns when all are done.
+  // Runs the jobs on the workers and returns when all are done, jobs they added included.
   void RunAll(std::vector<Job> jobs) {
-    if (jobs.empty()) return;
-    absl::BlockingCounter done(static_cast<int>(jobs.size()));
-    {
-      absl::MutexLock l(&mu_);
-      for (Job& j : jobs) {
-        queue_.push_back([&done, job = std::move(j)](Worker& w) {
-          job(w);
-          done.DecrementCount();
-        });
-      }
-    }
-    done.Wait();
+    absl::MutexLock l(&mu_);
+    for (Job& j : jobs) queue_.push_back(Counted(std::move(j)));
+    mu_.Await(absl::Condition(+[](int* pending) { return *pending == 0; }, &pending_));
+  }
+
+  // From a job of the batch that RunAll runs: `jobs` go ahead of everything queued, in their
+  // order, and RunAll waits for them too. What a job started is finished first, so a batch
+  // keeps few things half done.
+  void RunNext(std::vector<Job> jobs) {
+    absl::MutexLock l(&mu_);
+    for (size_t i = jobs.size(); i-- > 0;) queue_.push_front(Counted(std::move(jobs[i])));
   }
 
   // `f(client)` on the worker's connection, tried again on a fresh one after a transport
@@ -134,6 +132,15 @@ class Transfer::Impl {
   std::atomic<uint64_t> bytes_received{0};
 
  private:
+  Job Counted(Job j) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ++pending_;
+    return [this, job = std::move(j)](Worker& w) {
+      job(w);
+      absl::MutexLock l(&mu_);
+      --pending_;
+    };
+  }
+
   void Work() {
     Worker w;
     while (true) {
@@ -153,6 +160,7 @@ class Transfer::Impl {
   absl::Mutex mu_;
   std::deque<Job> queue_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;  // jobs of the batch queued or running
   std::vector<std::thread> threads_;
   absl::Mutex progress_mu_;
   uint64_t done_ ABSL_GUARDED_BY(progress_mu_) = 0;
@@ -225,94 +233,42 @@ std::vector<absl::StatusOr<std::string>> Transfer::PutMany(std::string_view buck
   for (const PutItem& it : items) total += it.data.size();
   im.StartBatch(total);
 
-  // Phase 1: small objects whole; large ones get an upload id.
+  // Small objects go whole. A large one is a chain of jobs: its start, then its parts, then
+  // its completion (or abort), each put ahead of the queue by the one before (RunNext). So
+  // the parts of an upload follow its start at once, and an upload completes as soon as its
+  // last part is in: the connections carry data from the first request to the last, and few
+  // uploads are open at any time.
   struct Upload {
     size_t item = 0;
     size_t part_size = 0;
     std::string id;
-    absl::Status status;
+    absl::Status status;          // the first part that failed
     std::vector<PartEtag> parts;
+    size_t left = 0;              // parts not yet answered
   };
-  std::vector<Upload> uploads;
-  std::vector<Impl::Job> jobs;
-  for (size_t i = 0; i < n; ++i) {
-    if (items[i].data.size() > im.o.part_size) {
-      Upload u;
-      u.item = i;
-      u.part_size = PartSizeFor(items[i].data.size(), im.o.part_size);
-      uploads.push_back(std::move(u));
-      continue;
-    }
-    jobs.push_back([&im, &b, &items, &out, i](Impl::Worker& w) {
-      const PutItem& it = items[i];
-      out[i] = im.WithRetries(w, [&](Client& c) { return c.PutObject(b, it.key, it.data); });
-      if (out[i].ok()) {
-        im.bytes_sent.fetch_add(it.data.size(), std::memory_order_relaxed);
-        im.Progress(it.data.size());
-      }
-    });
-  }
-  for (Upload& u : uploads) {
-    jobs.push_back([&im, &b, &items, &u](Impl::Worker& w) {
-      absl::StatusOr<std::string> id = im.WithRetries(
-          w, [&](Client& c) { return c.CreateMultipartUpload(b, items[u.item].key); });
-      if (id.ok()) u.id = *std::move(id);
-      else u.status = id.status();
-    });
-  }
-  im.RunAll(std::move(jobs));
+  size_t large = 0;
+  for (const PutItem& it : items) large += it.data.size() > im.o.part_size ? 1 : 0;
+  std::vector<Upload> uploads(large);  // never resized: jobs hold pointers into it
+  absl::Mutex upload_mu;               // guards each upload's status and left
 
-  // Phase 2: every part of every upload.
-  jobs.clear();
-  absl::Mutex status_mu;
-  for (Upload& u : uploads) {
-    if (!u.status.ok()) continue;
-    const std::string_view data = items[u.item].data;
-    const size_t count = (data.size() + u.part_size - 1) / u.part_size;
-    u.parts.resize(count);
-    for (size_t p = 0; p < count; ++p) {
-      jobs.push_back([&im, &b, &items, &u, &status_mu, p, data](Impl::Worker& w) {
-        const std::string_view piece = data.substr(p * u.part_size, u.part_size);
-        const int number = static_cast<int>(p + 1);
-        absl::StatusOr<std::string> etag = im.WithRetries(w, [&](Client& c) {
-          return c.UploadPart(b, items[u.item].key, u.id, number, piece);
-        });
-        if (!etag.ok()) {
-          absl::MutexLock l(&status_mu);
-          if (u.status.ok()) u.status = etag.status();
-          return;
-        }
-        u.parts[p] = {number, *std::move(etag)};
-        im.bytes_sent.fetch_add(piece.size(), std::memory_order_relaxed);
-        im.Progress(piece.size());
-      });
-    }
-  }
-  im.RunAll(std::move(jobs));
-
-  // Phase 3: complete what has all its parts; abort the rest.
-  jobs.clear();
-  for (Upload& u : uploads) {
-    jobs.push_back([&im, &b, &items, &out, &u](Impl::Worker& w) {
-      const std::string& key = items[u.item].key;
-      if (u.id.empty()) {
-        out[u.item] = u.status;
-        return;
-      }
-      if (!u.status.ok()) {
-        (void)im.WithRetries(w, [&](Client& c) { return c.AbortMultipartUpload(b, key, u.id); });
-        out[u.item] = u.status;
+  // The last job of an upload: complete it with every part in, else abort it.
+  auto finish = [&im, &b, &items, &out](Upload* u) -> Impl::Job {
+    return [&im, &b, &items, &out, u](Impl::Worker& w) {
+      const std::string& key = items[u->item].key;
+      if (!u->status.ok()) {
+        (void)im.WithRetries(w, [&](Client& c) { return c.AbortMultipartUpload(b, key, u->id); });
+        out[u->item] = u->status;
         return;
       }
       bool sent_once = false;
       absl::StatusOr<std::string> etag = im.WithRetries(w, [&](Client& c) {
-        absl::StatusOr<std::string> r = c.CompleteMultipartUpload(b, key, u.id, u.parts);
+        absl::StatusOr<std::string> r = c.CompleteMultipartUpload(b, key, u->id, u->parts);
         // A completion whose answer was lost, then tried again, finds its upload gone: the
         // object is there if it carries this upload's part count.
         if (sent_once && absl::IsNotFound(r.status()) && ErrorCodeOf(r.status()) == "NoSuchUpload") {
           absl::StatusOr<ObjectHead> h = c.HeadObject(b, key);
-          const std::string suffix = StrCat("-", u.parts.size());
-          if (h.ok() && h->size == items[u.item].data.size() && h->etag.size() > suffix.size() &&
+          const std::string suffix = StrCat("-", u->parts.size());
+          if (h.ok() && h->size == items[u->item].data.size() && h->etag.size() > suffix.size() &&
               h->etag.compare(h->etag.size() - suffix.size(), suffix.size(), suffix) == 0) {
             return absl::StatusOr<std::string>(h->etag);
           }
@@ -321,9 +277,69 @@ std::vector<absl::StatusOr<std::string>> Transfer::PutMany(std::string_view buck
         return r;
       });
       if (!etag.ok()) {
-        (void)im.WithRetries(w, [&](Client& c) { return c.AbortMultipartUpload(b, key, u.id); });
+        (void)im.WithRetries(w, [&](Client& c) { return c.AbortMultipartUpload(b, key, u->id); });
       }
-      out[u.item] = std::move(etag);
+      out[u->item] = std::move(etag);
+    };
+  };
+
+  // One part; the upload's last part to answer queues its finish.
+  auto part = [&im, &b, &items, &upload_mu, finish](Upload* u, size_t p) -> Impl::Job {
+    return [&im, &b, &items, &upload_mu, finish, u, p](Impl::Worker& w) {
+      const std::string_view data = items[u->item].data;
+      const std::string_view piece = data.substr(p * u->part_size, u->part_size);
+      const int number = static_cast<int>(p + 1);
+      absl::StatusOr<std::string> etag = im.WithRetries(w, [&](Client& c) {
+        return c.UploadPart(b, items[u->item].key, u->id, number, piece);
+      });
+      if (etag.ok()) {
+        u->parts[p] = {number, *std::move(etag)};
+        im.bytes_sent.fetch_add(piece.size(), std::memory_order_relaxed);
+        im.Progress(piece.size());
+      }
+      bool last = false;
+      {
+        absl::MutexLock l(&upload_mu);
+        if (!etag.ok() && u->status.ok()) u->status = etag.status();
+        last = --u->left == 0;
+      }
+      if (last) im.RunNext({finish(u)});
+    };
+  };
+
+  std::vector<Impl::Job> jobs;
+  size_t next_upload = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (items[i].data.size() <= im.o.part_size) {
+      jobs.push_back([&im, &b, &items, &out, i](Impl::Worker& w) {
+        const PutItem& it = items[i];
+        out[i] = im.WithRetries(w, [&](Client& c) { return c.PutObject(b, it.key, it.data); });
+        if (out[i].ok()) {
+          im.bytes_sent.fetch_add(it.data.size(), std::memory_order_relaxed);
+          im.Progress(it.data.size());
+        }
+      });
+      continue;
+    }
+    Upload* u = &uploads[next_upload++];
+    u->item = i;
+    u->part_size = PartSizeFor(items[i].data.size(), im.o.part_size);
+    jobs.push_back([&im, &b, &items, &out, part, u](Impl::Worker& w) {
+      absl::StatusOr<std::string> id = im.WithRetries(
+          w, [&](Client& c) { return c.CreateMultipartUpload(b, items[u->item].key); });
+      if (!id.ok()) {
+        out[u->item] = id.status();
+        return;
+      }
+      u->id = *std::move(id);
+      const size_t size = items[u->item].data.size();
+      const size_t count = (size + u->part_size - 1) / u->part_size;
+      u->parts.resize(count);
+      u->left = count;  // no part runs before RunNext below
+      std::vector<Impl::Job> parts;
+      parts.reserve(count);
+      for (size_t p = 0; p < count; ++p) parts.push_back(part(u, p));
+      im.RunNext(std::move(parts));
     });
   }
   im.RunAll(std::move(jobs));
