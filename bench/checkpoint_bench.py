@@ -11,9 +11,10 @@ Baselines in the same run, on the same file system: torch.save to a local file, 
 store fsyncs every shard before it answers), and torch.load of it; and boto3's upload_file and
 download_file (s3transfer's threads) of that same file to the same endpoint. Page caches of the
 files involved are dropped before every read. Each is measured `--tries` times (2), the sides
-taking turns, each try to new objects and files, and the best try of each counts: this disk's
-rate drifts by a third from minute to minute, and the first writes after a large delete are the
-slowest, so one try each would let the order decide.
+taking turns, each try to new objects and files, and the best try of each counts. On this VM a
+first try is often several times slower than the next (the disk's rate drifts from minute to
+minute, the first writes after a large delete are the slowest, and so are the kernel's first
+writes into a process's memory), so one try each would let the order decide.
 
     python3 bench/checkpoint_bench.py --json          # ~3 min; 2 GiB, needs ~9 GiB of RAM
 Bars (/work/shared/PERF.md): save and load >= 0.8 of torch.save/torch.load; >= 2x boto3.
