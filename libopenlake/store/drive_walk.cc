@@ -17,7 +17,6 @@
 namespace openlake::store {
 namespace {
 
-
 struct Probe {
   bool meta = false;     // <dir>/%meta is there
   bool has_sub = false;  // a key folder is below
@@ -26,16 +25,12 @@ struct Probe {
 class Walker {
  public:
   Walker(FileBackend& drive, const WalkRequest& r)
-      : drive_(drive),
-        request_(r),
-        bucket_(r.bucket),
-        prefix_(r.prefix),
-        marker_(r.marker),
-        limit_(r.limit) {}
+      : drive_(drive), request_(r) {}
 
   std::vector<WalkItem> Run() {
-    const size_t slash = prefix_.rfind('/');
-    const std::string start = slash == std::string::npos ? "" : prefix_.substr(0, slash + 1);
+    const std::string& prefix = request_.prefix;
+    const size_t slash = prefix.rfind('/');
+    const std::string start = slash == std::string::npos ? "" : prefix.substr(0, slash + 1);
     Walk(start);
     return std::move(out_);
   }
@@ -51,12 +46,12 @@ class Walker {
   }
 
  private:
-  bool Done() const { return out_.size() >= limit_; }
+  bool Done() const { return out_.size() >= request_.limit; }
 
   // The key segments below key prefix `dir` ("" or ending in '/'), sorted.
   std::vector<std::string> Children(const std::string& dir) {
     std::vector<std::string> segs;
-    Segments(drive_, PrefixDir(bucket_, dir), "", 0, &segs);
+    Segments(drive_, PrefixDir(request_.bucket, dir), "", 0, &segs);
     std::sort(segs.begin(), segs.end());
     segs.erase(std::unique(segs.begin(), segs.end()), segs.end());
     return segs;
@@ -86,7 +81,7 @@ class Walker {
   // What the folder of key `key` holds.
   Probe ProbeDir(const std::string& key) {
     Probe p;
-    auto entries = drive_.ReadDir(ObjectDir(bucket_, key));
+    auto entries = drive_.ReadDir(ObjectDir(request_.bucket, key));
     if (!entries.ok()) return p;
     for (const DirEntry& e : *entries) {
       if (e.name == kMetaName) {
@@ -107,7 +102,6 @@ class Walker {
     out_.push_back({std::move(key), is_prefix});
   }
 
-
   void Walk(const std::string& dir) {
     struct Candidate {
       std::string key;
@@ -119,9 +113,9 @@ class Walker {
     cands.reserve(segs.size() * 2);
     for (size_t i = 0; i < segs.size(); ++i) {
       std::string key = dir + segs[i];
-      if (key.starts_with(prefix_)) cands.push_back({key, false, i});
+      if (key.starts_with(request_.prefix)) cands.push_back({key, false, i});
       std::string sub = key + "/";
-      if (sub.starts_with(prefix_) || prefix_.starts_with(sub)) {
+      if (sub.starts_with(request_.prefix) || request_.prefix.starts_with(sub)) {
         cands.push_back({std::move(sub), true, i});
       }
     }
@@ -136,9 +130,9 @@ class Walker {
     for (const Candidate& c : cands) {
       if (Done()) return;
       if (!c.subtree) {
-        if (c.key <= marker_) continue;
+        if (c.key <= request_.marker) continue;
         const std::string cp = RollUp(c.key, request_);
-        if (!cp.empty() && (cp <= marker_ || cp == last_prefix_)) continue;
+        if (!cp.empty() && (cp <= request_.marker || cp == last_prefix_)) continue;
         if (!probe(c.seg).meta) continue;
         if (!cp.empty()) Emit(cp, true);
         else Emit(c.key, false);
@@ -146,13 +140,13 @@ class Walker {
       }
       // Everything below sorts after c.key; all of it is at or before the marker when the
       // marker is past c.key and not inside it.
-      if (marker_ >= c.key && !marker_.starts_with(c.key)) continue;
+      if (request_.marker >= c.key && !request_.marker.starts_with(c.key)) continue;
       if (!probe(c.seg).has_sub) continue;
-      if (c.key.starts_with(prefix_)) {
+      if (c.key.starts_with(request_.prefix)) {
         const std::string cp = RollUp(c.key, request_);
         if (!cp.empty()) {
           // The whole subtree is one common prefix.
-          if (cp <= marker_ || cp == last_prefix_) continue;
+          if (cp <= request_.marker || cp == last_prefix_) continue;
           if (HasObject(c.key)) Emit(cp, true);
           continue;
         }
@@ -162,9 +156,7 @@ class Walker {
   }
 
   FileBackend& drive_;
-  const WalkRequest& request_;
-  std::string bucket_, prefix_, marker_;
-  size_t limit_;
+  const WalkRequest& request_;  // outlives the walker (WalkDrive's argument)
   std::vector<WalkItem> out_;
   std::string last_prefix_;
 };

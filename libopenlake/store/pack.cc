@@ -36,7 +36,6 @@ std::string IndexKey(std::string_view bucket, std::string_view key) {
   return out;
 }
 
-
 // The first string after every string starting with `p` ("" when there is none).
 std::string PrefixSuccessor(std::string p) {
   while (!p.empty()) {
