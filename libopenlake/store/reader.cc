@@ -2,7 +2,8 @@
 // shards of the block from their drives in parallel, check each against its CRC-64, and when
 // one is missing, unreadable or damaged, read parity shards instead and reconstruct. The read
 // returns correct bytes or an error, never damaged bytes; every shard found wanting queues the
-// object for healing. The next block is read ahead while the caller consumes this one.
+// object for healing. The next blocks (kReadAhead) are read ahead while the caller consumes
+// this one.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -21,15 +22,21 @@
 namespace openlake::store {
 namespace {
 
+// Blocks read ahead of the one the caller consumes: each keeps the k data shards' reads of a
+// block in flight while the connection sends. One left the drives idle between a block's
+// reads and the next (a stream's depth was the k reads of one block).
+constexpr size_t kReadAhead = 2;
+
 struct BlockBuf {
   io::AlignedBuffer data;    // k × cap (the largest shard block); shard s at s × L
-  io::AlignedBuffer parity;  // m × cap; parity j at j × cap
+  io::AlignedBuffer parity;  // m × cap, taken when a block first needs parity; j at j × cap
   int part = -1;
   uint64_t block = 0;
   uint64_t len = 0;  // object bytes in this block
   bool loading = false;
   bool ready = false;
   absl::Status status;
+  std::coroutine_handle<> waiter = nullptr;  // Next, waiting for this block to land
 };
 
 class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
@@ -160,7 +167,8 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
     const uint64_t block = in_part / window;
     BlockBuf* cur = Find(part, block);
     if (cur == nullptr) {
-      cur = Free();
+      cur = Free(part, block);
+      if (cur == nullptr) co_return absl::InternalError("store: reader has no idle buffer");
       co_await Load(*cur, part, block);
     } else if (cur->loading) {
       co_await Wait(*cur);
@@ -170,39 +178,44 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
     const uint64_t n = std::min(block_start + cur->len - pos_, end_ - pos_);
     auto out = absl::MakeConstSpan(cur->data.data() + (pos_ - block_start), n);
     pos_ += n;
-    // Read the next block ahead while the caller consumes this one.
-    if (pos_ < end_) {
-      int npart = part;
-      uint64_t nblock = block + 1;
-      if ((nblock * window) >= v_.parts(part).size()) {
+    // Read the next blocks ahead while the caller consumes this one: as many as there are
+    // buffers besides this one, none past the read's end.
+    int npart = part;
+    uint64_t nblock = block;
+    for (size_t ahead = 1; ahead < bufs_.size(); ++ahead) {
+      ++nblock;
+      if (nblock * window >= v_.parts(npart).size()) {
         ++npart;
         nblock = 0;
       }
-      if (npart < v_.parts_size() && Find(npart, nblock) == nullptr) {
-        BlockBuf* ahead = Other(cur);
-        if (!ahead->loading) {
-          e_->BackgroundStarted();
-          io::Spawn(LoadDetached(shared_from_this(), ahead, npart, nblock));
-        }
+      if (npart >= v_.parts_size() ||
+          part_start_[static_cast<size_t>(npart)] + nblock * window >= end_) {
+        break;
       }
+      if (Find(npart, nblock) != nullptr) continue;
+      BlockBuf* b = Free(part, block);
+      if (b == nullptr) break;
+      e_->BackgroundStarted();
+      io::Spawn(LoadDetached(shared_from_this(), b, npart, nblock));
     }
     co_return out;
   }
 
   // Buffers as large as this version's largest shard block (a small object's is far below the
-  // block size), and the read-ahead one only when there is a second block to read ahead: fresh
-  // pages cost a fault each, which on some machines takes longer than the read itself.
+  // block size), and read-ahead ones only for the blocks there are to read ahead: fresh pages
+  // cost a fault each, which on some machines takes longer than the read itself. Parity
+  // buffers come when a block first needs one.
   bool InitBuffers() {
     uint64_t blocks = 0;
     for (const pb::Part& p : v_.parts()) {
       cap_ = std::max(cap_, ShardBlockLen(p.size(), 0, k_, block_, false));
       blocks += BlockCount(p.size(), k_, block_);
     }
-    for (size_t i = 0; i < (blocks > 1 ? 2 : 1); ++i) {
-      BlockBuf& b = bufs_[i];
+    bufs_.resize(static_cast<size_t>(std::min<uint64_t>(blocks, 1 + kReadAhead)));
+    if (bufs_.empty()) bufs_.resize(1);
+    for (BlockBuf& b : bufs_) {
       b.data = BufferPool::Take(k_ * cap_);
-      b.parity = BufferPool::Take(m_ * cap_);
-      if (!b.data || !b.parity) return false;
+      if (!b.data) return false;
     }
     return true;
   }
@@ -221,27 +234,31 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
     }
     return nullptr;
   }
-  BlockBuf* Other(BlockBuf* b) { return b == &bufs_[0] ? &bufs_[1] : &bufs_[0]; }
-  BlockBuf* Free() {
-    // Never the one being read ahead into.
-    return bufs_[0].loading ? &bufs_[1] : &bufs_[0];
+  // A buffer to load into, given that the caller is at (part, block): one never used, or one
+  // whose block lies behind it (consumed); never one loading, the caller's own, or one read
+  // ahead. Null when there is none.
+  BlockBuf* Free(int part, uint64_t block) {
+    for (BlockBuf& b : bufs_) {
+      if (b.loading) continue;
+      if (!b.ready || b.part < part || (b.part == part && b.block < block)) return &b;
+    }
+    return nullptr;
   }
 
   struct WaitFor {
-    ReaderCore* r;
     BlockBuf* b;
     bool await_ready() const noexcept { return !b->loading; }
-    void await_suspend(std::coroutine_handle<> h) noexcept { r->waiter_ = h; }
+    void await_suspend(std::coroutine_handle<> h) noexcept { b->waiter = h; }
     void await_resume() const noexcept {}
   };
-  WaitFor Wait(BlockBuf& b) { return WaitFor{this, &b}; }
+  WaitFor Wait(BlockBuf& b) { return WaitFor{&b}; }
 
   // The read-ahead owns a reference: a reader dropped mid-flight stays alive until it lands.
   static io::Task<void> LoadDetached(std::shared_ptr<ReaderCore> self, BlockBuf* b, int part,
                                      uint64_t block) {
     co_await self->Load(*b, part, block);
     Engine* e = self->e_;
-    if (self->waiter_) std::exchange(self->waiter_, nullptr).resume();
+    if (b->waiter) std::exchange(b->waiter, nullptr).resume();
     e->BackgroundDone();
   }
 
@@ -255,6 +272,20 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
     b.ready = true;
   }
 
+  // Where each shard of `b`'s block (L bytes each) goes: data shard s at s × L, parity j at
+  // j × cap in the parity buffer (null while it has none).
+  void PointAt(BlockBuf& b, uint32_t L, uint8_t** ptrs) const {
+    for (uint32_t s = 0; s < n_; ++s) {
+      if (s < k_) {
+        ptrs[s] = reinterpret_cast<uint8_t*>(b.data.data()) + s * static_cast<uint64_t>(L);
+      } else if (b.parity.data() != nullptr) {
+        ptrs[s] = reinterpret_cast<uint8_t*>(b.parity.data()) + (s - k_) * cap_;
+      } else {
+        ptrs[s] = nullptr;
+      }
+    }
+  }
+
   io::Task<absl::Status> Read(BlockBuf& b, int part, uint64_t block) {
     co_await OpenPart(part);
     auto& files = files_[static_cast<size_t>(part)];
@@ -266,10 +297,7 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
     enum State : uint8_t { kUnread, kGood, kBad };
     std::vector<State> state(n_, kUnread);
     uint8_t* ptrs[ec::kMaxShards];
-    for (uint32_t s = 0; s < n_; ++s) {
-      ptrs[s] = s < k_ ? reinterpret_cast<uint8_t*>(b.data.data()) + s * static_cast<uint64_t>(L)
-                       : reinterpret_cast<uint8_t*>(b.parity.data()) + (s - k_) * cap_;
-    }
+    PointAt(b, L, ptrs);
     io::Reactor& r = *io::Reactor::Current();
     int good = 0;
     while (good < static_cast<int>(k_)) {
@@ -287,6 +315,13 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
         pick.push_back(s);
       }
       if (pick.empty()) break;
+      if (pick.back() >= k_ && b.parity.data() == nullptr) {
+        b.parity = BufferPool::Take(m_ * cap_);
+        if (b.parity.data() == nullptr) {
+          co_return absl::ResourceExhaustedError("store: out of memory for a read");
+        }
+        PointAt(b, L, ptrs);
+      }
       io::IoBatch batch(pick.size());
       for (uint32_t s : pick) {
         FileHandle* fh = files[ShardPosition(v_.rotation(), s, n_)].get();
@@ -360,9 +395,8 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
   std::vector<std::vector<std::unique_ptr<FileHandle>>> files_;
   std::vector<bool> opening_;  // per part: OpenPart is at work on it
   std::vector<bool> dead_;
-  BlockBuf bufs_[2];
+  std::vector<BlockBuf> bufs_;  // InitBuffers: the block being consumed and those read ahead
   std::string inline_;
-  std::coroutine_handle<> waiter_ = nullptr;
 };
 
 // A small object served from the inline cache: no drive is touched.

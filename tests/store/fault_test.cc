@@ -39,6 +39,7 @@ struct Corpus {
     for (const auto& [k, v] : objects) {
       INFO("key " << k);
       auto got = f.Get(bucket, k);
+      INFO(got.status());
       REQUIRE(got.ok());
       CHECK(*got == v);
       if (v.size() > 70000) {
