@@ -57,6 +57,21 @@ def test_tensors_and_arrays_go_without_copies(store):
         t.get_many("weights", [("a", 0, b"read-only bytes")])
 
 
+def test_reads_checked_against_a_crc64(store):
+    t = store.transfer(connections=2)
+    t.create_bucket("sums")
+    data = os.urandom((9 << 20) + 3)
+    t.put_many("sums", [("d", data)])
+    back, part = bytearray(len(data)), bytearray(10)
+    t.get_many("sums", [("d", 0, back, ol.crc64(data)), ("d", 5, part, None)])
+    assert back == data and part == data[5:15]
+    with pytest.raises(ol.DataLossError, match="CRC-64") as e:
+        t.get_many("sums", [("d", 0, back, ol.crc64(data)), ("d", 1, part, ol.crc64(data[:10]))])
+    assert "d at 1" in str(e.value)
+    with pytest.raises(ValueError, match="crc64"):
+        t.get_many("sums", [("d", 0, part, 1, 2)])
+
+
 def test_errors_name_the_item_and_s3s_code(store):
     t = store.transfer(connections=2)
     t.create_bucket("errs")

@@ -16,6 +16,9 @@
 #include "s3/client_fixture.h"
 #include "store/store_test_util.h"
 
+#include "absl/strings/match.h"
+
+#include "openlake/checksum.h"
 #include "openlake/strings.h"
 
 namespace openlake::s3 {
@@ -166,6 +169,37 @@ TEST_CASE("s3 transfer: each item gets its own error", "[s3][transfer]") {
   REQUIRE(page.ok());
   REQUIRE(page->objects.size() == 1);
   CHECK(page->objects[0].key == "there");
+}
+
+TEST_CASE("s3 transfer: reads checked against their CRC-64 as they land", "[s3][transfer]") {
+  Server s;
+  REQUIRE(s.Connect(s.Options())->CreateBucket("bkt").ok());
+  auto t = Transfer::Create(SmallParts(s, 3));
+  REQUIRE(t.ok());
+  const std::string big = testing::RandomBytes((12 << 20) + 5, 9);  // three pieces of 5 MiB
+  REQUIRE((*t)->Put("bkt", "big", big).ok());
+  REQUIRE((*t)->Put("bkt", "empty", "").ok());
+  const uint64_t whole = Crc64(big.data(), big.size());
+  const uint64_t tail = Crc64(big.data() + 7, 100);
+
+  std::string a(big.size(), '\0'), b(100, '\0'), c(big.size(), '\0'), d(100, '\0'), e;
+  std::vector<GetItem> reads = {{"big", 0, absl::MakeSpan(a), whole},
+                                {"big", 7, absl::MakeSpan(b), tail},
+                                {"big", 0, absl::MakeSpan(c), whole ^ 1},  // not what is stored
+                                {"big", 8, absl::MakeSpan(d), tail},       // other bytes
+                                {"empty", 0, absl::MakeSpan(e), 0}};
+  std::vector<absl::Status> got = (*t)->GetMany("bkt", reads);
+  CHECK(got[0].ok());
+  CHECK(a == big);
+  CHECK(got[1].ok());
+  CHECK(absl::IsDataLoss(got[2]));
+  CHECK(absl::StrContains(got[2].message(), "CRC-64"));
+  CHECK(absl::IsDataLoss(got[3]));
+  CHECK(got[4].ok());  // the CRC-64 of nothing is 0
+  // A read that fails is reported as such, not as a checksum mismatch.
+  std::string short_buf(10, '\0');
+  got = (*t)->GetMany("bkt", {{"big", big.size() - 5, absl::MakeSpan(short_buf), 0}});
+  CHECK(absl::IsOutOfRange(got[0]));
 }
 
 TEST_CASE("s3 transfer: bad options, and a server that is gone", "[s3][transfer]") {

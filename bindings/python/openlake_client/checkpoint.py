@@ -331,9 +331,9 @@ class OpenLakeReader(_AtUrl, StorageReader):
                 raise _openlake.DataLossError(
                     f"{key}: {s.length} bytes stored for a tensor of {view.nbytes}")
             after.append((req, s, view, (target, into, direct)))
-        self._fetch([(s, buf) for _, s, buf, _ in after])
-        for req, s, buf, tensor in after:
-            crc = _openlake.crc64(buf)
+        checked = self._fetch([(s, buf) for _, s, buf, _ in after])
+        for (req, s, buf, tensor), done in zip(after, checked):
+            crc = s.crc64 if done else _openlake.crc64(buf)
             if crc != s.crc64:
                 raise _openlake.DataLossError(
                     f"{self.prefix}/{s.key} at {s.offset}: CRC-64 {crc:#x}, stored {s.crc64:#x}")
@@ -351,32 +351,37 @@ class OpenLakeReader(_AtUrl, StorageReader):
         fut.set_result(None)
         return fut
 
-    def _fetch(self, reads) -> None:
+    def _fetch(self, reads) -> list:
         """Fills each (stored item, buffer) in one get_many: an item alone in its object
-        straight into its buffer; the items of a packed object with one read of their span,
-        then copied out (small items: one request instead of one each)."""
+        straight into its buffer, its CRC-64 checked by the transfer as it lands (while the
+        other reads go on); the items of a packed object with one read of their span, then
+        copied out (small items: one request instead of one each). Returns, per read, whether
+        its CRC-64 was checked."""
         by_key: Dict[str, list] = {}
         for s, buf in reads:
             by_key.setdefault(s.key, []).append((s, buf))
         gets, spans = [], []
+        lone = set()
         for key, items in by_key.items():
             full = f"{self.prefix}/{key}"
             if len(items) == 1:
                 s, buf = items[0]
-                gets.append((full, s.offset, buf))
+                gets.append((full, s.offset, buf, s.crc64))
+                lone.add(key)
                 continue
             lo = min(s.offset for s, _ in items)
             hi = max(s.offset + s.length for s, _ in items)
             staging = bytearray(hi - lo)
             gets.append((full, lo, staging))
             spans.append((lo, staging, items))
-        with self._reporting((b for _, _, b in gets), "load") as report:
+        with self._reporting((g[2] for g in gets), "load") as report:
             self.store.transfer.get_many(self.bucket, gets, progress=report)
         for lo, staging, items in spans:
             src = memoryview(staging)
             for s, buf in items:
                 if s.length:
                     memoryview(buf).cast("B")[:] = src[s.offset - lo:s.offset - lo + s.length]
+        return [s.key in lone for s, _ in reads]
 
 
 # ---- One process.

@@ -115,17 +115,21 @@ class PyTransfer {
     return out;
   }
 
-  // [(key, offset, writable buffer)]: each buffer filled from the object at offset.
+  // [(key, offset, writable buffer[, crc64])]: each buffer filled from the object at offset,
+  // and checked against the CRC-64 where one is given (not None).
   void GetMany(const std::string& bucket, const py::list& items, py::object progress) {
     std::vector<py::buffer_info> keep(items.size());
     std::vector<s3::GetItem> gets;
     std::vector<std::string> keys;
     for (size_t i = 0; i < items.size(); ++i) {
       auto t = items[i].cast<py::tuple>();
-      if (t.size() != 3) throw py::value_error("each item is (key, offset, writable buffer)");
+      if (t.size() != 3 && t.size() != 4) {
+        throw py::value_error("each item is (key, offset, writable buffer[, crc64])");
+      }
       auto [ptr, len] = BytesOf(t[2].cast<py::buffer>(), true, &keep[i]);
       keys.push_back(t[0].cast<std::string>());
-      gets.push_back({keys.back(), t[1].cast<uint64_t>(), absl::MakeSpan(ptr, len)});
+      gets.push_back({keys.back(), t[1].cast<uint64_t>(), absl::MakeSpan(ptr, len), {}});
+      if (t.size() == 4 && !t[3].is_none()) gets.back().crc64 = t[3].cast<uint64_t>();
     }
     std::vector<absl::Status> r;
     {
@@ -273,8 +277,10 @@ void BindS3Transfer(py::module_& m) {
            "pieces complete.")
       .def("get_many", &PyTransfer::GetMany, py::arg("bucket"), py::arg("items"),
            py::arg("progress") = py::none(),
-           "Fills each writable buffer of [(key, offset, buffer)] from its object at offset, "
-           "all at once; the object must hold every byte asked for.")
+           "Fills each writable buffer of [(key, offset, buffer[, crc64])] from its object at "
+           "offset, all at once; the object must hold every byte asked for. An item's crc64 "
+           "(an int, or None) is checked as its last piece lands: DataLossError when the "
+           "bytes read differ.")
       .def("head", &PyTransfer::Head, py::arg("bucket"), py::arg("key"),
            "(size, etag) of an object; NotFoundError when there is none.")
       .def("list", &PyTransfer::List, py::arg("bucket"), py::arg("prefix") = "",

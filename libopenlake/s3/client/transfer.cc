@@ -13,8 +13,10 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
+#include "openlake/checksum.h"
 #include "openlake/status.h"
 #include "openlake/strings.h"
 
@@ -42,6 +44,16 @@ size_t PartSizeFor(uint64_t size, size_t part) {
   if (least <= part) return part;
   const uint64_t mib = 1 << 20;
   return static_cast<size_t>((least + mib - 1) / mib * mib);
+}
+
+// DataLoss into `*status` when `item` asks for a CRC-64 its bytes do not have.
+void CheckCrc(const GetItem& item, absl::Status* status) {
+  if (!item.crc64) return;
+  const uint64_t got = Crc64(item.out.data(), item.out.size());
+  if (got == *item.crc64) return;
+  *status = absl::DataLossError(StrCat(item.key, " at ", item.offset, ": ", item.out.size(),
+                                       " bytes read with CRC-64 ", absl::Hex(got), ", expected ",
+                                       absl::Hex(*item.crc64)));
 }
 
 }  // namespace
@@ -357,11 +369,15 @@ std::vector<absl::Status> Transfer::GetMany(std::string_view bucket,
   for (const GetItem& it : items) total += it.out.size();
   im.StartBatch(total);
   absl::Mutex status_mu;
+  // Per item, the pieces not yet landed: the worker that lands the last checks the CRC-64.
+  std::unique_ptr<std::atomic<size_t>[]> left(new std::atomic<size_t>[items.size()]);
   std::vector<Impl::Job> jobs;
   for (size_t i = 0; i < items.size(); ++i) {
     const size_t len = items[i].out.size();
+    left[i].store((len + im.o.part_size - 1) / im.o.part_size, std::memory_order_relaxed);
+    if (len == 0) CheckCrc(items[i], &out[i]);
     for (size_t at = 0; at < len; at += im.o.part_size) {
-      jobs.push_back([&im, &b, &items, &out, &status_mu, i, at](Impl::Worker& w) {
+      jobs.push_back([&im, &b, &items, &out, &status_mu, &left, i, at](Impl::Worker& w) {
         const GetItem& it = items[i];
         const absl::Span<char> piece = it.out.subspan(at, im.o.part_size);
         absl::StatusOr<size_t> got = im.WithRetries(
@@ -377,6 +393,11 @@ std::vector<absl::Status> Transfer::GetMany(std::string_view bucket,
           return;
         }
         im.bytes_received.fetch_add(piece.size(), std::memory_order_relaxed);
+        if (left[i].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+          // Every piece landed well (a failed one never counts down): no other job writes
+          // out[i] now.
+          CheckCrc(it, &out[i]);
+        }
         im.Progress(piece.size());
       });
     }

@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <functional>
 #include <memory>
 #include <string>
@@ -66,6 +67,9 @@ struct GetItem {
   std::string key;
   uint64_t offset = 0;     // where in the object the read starts
   absl::Span<char> out;    // exactly out.size() bytes are read: the object must hold them
+  // When set, the CRC-64 (openlake::Crc64) the bytes read must have: checked on a worker as
+  // the item's last piece lands, while others still arrive; DataLoss when they differ.
+  std::optional<uint64_t> crc64;
 };
 
 class OL_EXPORT Transfer {
