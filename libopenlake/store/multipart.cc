@@ -21,6 +21,34 @@ namespace {
 
 constexpr int kMaxPartNumber = 10000;
 
+// One drive's share of a part's commit: its shard file (`from`, when the part has bytes) moved
+// in beside the upload's other parts as `file`, then its record `meta_name` written and the
+// upload's folder synced (which makes both names durable), then older uploads of the same
+// part number on that drive trashed.
+io::Task<absl::Status> CommitPartOn(DriveApi* f, std::string dir, std::string from,
+                                    std::string file, std::string meta_name, std::string record,
+                                    int part_number) {
+  if (!from.empty()) {
+    std::string to = StrCat(dir, "/", file);
+    const absl::Status moved = co_await f->Rename(std::move(from), std::move(to));
+    OL_CO_RETURN_IF_ERROR(moved);
+  }
+  std::string path = StrCat(dir, "/", meta_name);
+  const absl::Status written = co_await f->WriteFile(std::move(path), std::move(record), true);
+  OL_CO_RETURN_IF_ERROR(written);
+  absl::StatusOr<std::vector<DirEntry>> entries = co_await f->ReadDir(dir);
+  if (entries.ok()) {
+    const std::string mine = StrCat("part.", part_number, ".");
+    for (const DirEntry& e : *entries) {
+      if (e.name.rfind(mine, 0) == 0 && e.name != file && e.name != meta_name) {
+        std::string old = StrCat(dir, "/", e.name);
+        (void)co_await f->Trash(std::move(old));
+      }
+    }
+  }
+  co_return absl::OkStatus();
+}
+
 std::string UnquoteEtag(std::string_view s) {
   while (!s.empty() && (s.front() == '"' || s.front() == ' ')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == '"' || s.back() == ' ')) s.remove_suffix(1);
@@ -223,7 +251,9 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CommitPart(const WriteTarget& t, Wr
   const std::string vhex = Hex(w.version_id);
   const std::string file = StrCat("part.", t.part_number, ".", vhex);
   const std::string meta_name = StrCat("part.", t.part_number, ".meta");
-  int ok = 0;
+  // Every drive at once: each one's steps wait on its own syncs only.
+  std::vector<io::Task<absl::Status>> commits;
+  std::vector<DriveApi*> who;
   for (int p = 0; p < n_; ++p) {
     if (!w.wrote[static_cast<size_t>(p)]) continue;
     DriveApi* f = api(t.set, p);
@@ -239,32 +269,19 @@ io::Task<absl::StatusOr<ObjectInfo>> Engine::CommitPart(const WriteTarget& t, Wr
     m.set_file(file);
     m.set_block_size(opts_.block_size);
     for (const auto& [name, value] : t.options.user_meta) (*m.mutable_meta())[name] = value;
-    absl::Status s;
-    if (w.size > 0) {
-      std::string from = StrCat(w.staged_dir, "/", w.file_name);
-      std::string to = StrCat(dir, "/", file);
-      s = co_await f->Rename(from, to);
-    }
-    if (s.ok()) {
-      std::string path = StrCat(dir, "/", meta_name);
-      std::string record = EncodeRecord(RecordType::kPartMeta, m);
-      s = co_await f->WriteFile(path, record, true);
-    }
-    if (!s.ok()) {
-      OL_LOG(kWarning) << "store: part " << t.part_number << " on " << f->name() << ": " << s;
-      continue;
-    }
-    ++ok;
-    // Earlier uploads of this part number.
-    absl::StatusOr<std::vector<DirEntry>> entries = co_await f->ReadDir(dir);
-    if (entries.ok()) {
-      const std::string mine = StrCat("part.", t.part_number, ".");
-      for (const DirEntry& e : *entries) {
-        if (e.name.rfind(mine, 0) == 0 && e.name != file && e.name != meta_name) {
-          std::string old = StrCat(dir, "/", e.name);
-          (void)co_await f->Trash(old);
-        }
-      }
+    std::string from = w.size > 0 ? StrCat(w.staged_dir, "/", w.file_name) : std::string();
+    commits.push_back(CommitPartOn(f, dir, std::move(from), file, meta_name,
+                                   EncodeRecord(RecordType::kPartMeta, m), t.part_number));
+    who.push_back(f);
+  }
+  std::vector<absl::Status> done = co_await io::WhenAll(std::move(commits));
+  int ok = 0;
+  for (size_t i = 0; i < done.size(); ++i) {
+    if (done[i].ok()) {
+      ++ok;
+    } else {
+      OL_LOG(kWarning) << "store: part " << t.part_number << " on " << who[i]->name() << ": "
+                       << done[i];
     }
   }
   DiscardStaging(t.set, w.staged_dir);

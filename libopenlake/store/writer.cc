@@ -389,10 +389,11 @@ class EcWriter final : public ObjectWriter {
         st.files.clear();
         st.files.resize(st.n);
         // The staged folder too: its files must still have their names after a power loss,
-        // before the commit renames the folder into place.
+        // before the commit renames the folder into place. Not a part's: its commit moves the
+        // file out of the staged folder into the upload's, and syncs that one.
         std::vector<io::Task<absl::Status>> dir_syncs;
         std::vector<uint32_t> dir_who;
-        for (uint32_t p = 0; p < st.n; ++p) {
+        for (uint32_t p = 0; p < st.n && !is_part; ++p) {
           DriveApi* f = st.failed[p] ? nullptr : st.e->api(st.target.set, static_cast<int>(p));
           if (f == nullptr) continue;
           dir_who.push_back(p);
