@@ -10,11 +10,15 @@ resume: the first save allocates its snapshot, the second refills it).
 Baselines in the same run, on the same file system: torch.save to a local file, fsynced (the
 store fsyncs every shard before it answers), and torch.load of it; and boto3's upload_file and
 download_file (s3transfer's threads) of that same file to the same endpoint. Page caches of the
-files involved are dropped before every read. Each is measured `--tries` times (2), the sides
-taking turns, each try to new objects and files, and the best try of each counts. On this VM a
-first try is often several times slower than the next (the disk's rate drifts from minute to
-minute, the first writes after a large delete are the slowest, and so are the kernel's first
-writes into a process's memory), so one try each would let the order decide.
+files involved are dropped before every read. And the disk itself: fio's sequential O_DIRECT
+writes (fsynced) and reads of 1 MiB, one file per drive folder, the store's pattern. Each is
+measured `--tries` times (2), the sides taking turns, each try to new objects and files, and
+the best try of each counts. On this VM a first try is often several times slower than the
+next (the disk's rate drifts from minute to minute, the first writes after a large delete are
+the slowest, and the kernel's first access to any page of a process's memory costs ~5 us: the
+hypervisor shadows page tables), so one try each would let the order decide. For the same
+reason the load into live tensors loads into the same tensors in every try, as torch.load's
+later tries land in the memory its earlier ones freed.
 
     python3 bench/checkpoint_bench.py --json          # ~3 min; 2 GiB, needs ~9 GiB of RAM
 Bars (/work/shared/PERF.md): save and load >= 0.8 of torch.save/torch.load; >= 2x boto3.
@@ -23,6 +27,7 @@ Bars (/work/shared/PERF.md): save and load >= 0.8 of torch.save/torch.load; >= 2
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -70,6 +75,22 @@ def nbytes(state) -> int:
     return sum(t.numel() * t.element_size() for t in state.values())
 
 
+def fio_pass(folders, name: str, write: bool, per_file: int):
+    """fio's aggregate bytes/s over one sequential O_DIRECT pass (1 MiB, 4 in flight) of a file
+    `name` in each folder (written fsynced, or read back); None where fio is missing."""
+    cmd = ["fio", "--ioengine=io_uring", "--direct=1", "--bs=1m", "--iodepth=4",
+           f"--rw={'write' if write else 'read'}", f"--size={per_file}", "--end_fsync=1",
+           "--group_reporting", "--output-format=json"]
+    for i, d in enumerate(folders):
+        cmd += [f"--name=d{i}", f"--filename={Path(d) / name}"]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    job = json.loads(out)["jobs"][0]["write" if write else "read"]
+    return job["bw_bytes"] or None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
@@ -110,6 +131,12 @@ def main() -> int:
             store.transfer.create_bucket("ckptbench")
             times = {k: [] for k in ("save", "load", "load_fresh", "torch_save", "torch_load",
                                      "boto3_up", "boto3_down")}
+            disk = {"write": [], "read": []}  # fio's bytes/s per try
+            disk_dirs = [tmp / f"disk{i}" for i in range(4)]
+            for d in disk_dirs:
+                d.mkdir()
+            # The model's own tensors, which a restore loads into: the same ones in every try.
+            live = {k: torch.zeros_like(v) for k, v in state.items()}
 
             def timed(name, f):
                 t0 = time.perf_counter()
@@ -133,6 +160,12 @@ def main() -> int:
                 timed(name, lambda: checkpoint.load_into(dest, url, store))
                 check(dest)
 
+            def fio(i, write):
+                # As much as the store writes for the state (twice it), over four files.
+                rate = fio_pass(disk_dirs, f"fio-{i}.bin", write, -(-2 * size // 4 // 2**20) << 20)
+                if rate:
+                    disk["write" if write else "read"].append(rate)
+
             # Each try saves with both, then loads with both, each time to new objects and files
             # (nothing is overwritten or deleted before the end, so no try pays for freeing an
             # earlier one's blocks). The best try of each is kept: the tries alternate, so a
@@ -142,12 +175,16 @@ def main() -> int:
                 local = tmp / f"state-{i}.pt"
                 timed("save", lambda: checkpoint.save(state, url, store))
                 timed("torch_save", lambda: save_to_file(local))
+                fio(i, True)
                 # A restore loads in place, into the model's own tensors (memory the job has
-                # used): that is load_GBps. Into tensors just allocated and never touched, each
-                # page also costs its first fault (torch.load pays that for everything it
-                # allocates).
+                # used): that is load_GBps, into `live`, cleared first. Into tensors just
+                # allocated and never touched, each page also costs its first fault (torch.load
+                # pays that for everything it allocates).
                 ol_load(url, {k: torch.empty_like(v) for k, v in state.items()}, "load_fresh")
-                ol_load(url, {k: torch.zeros_like(v) for k, v in state.items()}, "load")
+                for t in live.values():
+                    t.zero_()
+                ol_load(url, live, "load")
+                fio(i, False)
                 drop_cache(local)
                 loaded = []
                 timed("torch_load", lambda: loaded.append(torch.load(local)))
@@ -210,6 +247,15 @@ def main() -> int:
         # one disk that torch.save writes its file to: the disk's work per second, compared.
         out["store_bytes_per_byte"] = 2.0
         out["disk_save_over_torch"] = round(2.0 * torch_save_s / save_s, 3)
+        if disk["write"] and disk["read"]:
+            # What the disk does with the store's pattern, at its best try: a save writes two
+            # bytes per byte, a load reads one (the data shards).
+            fio_w, fio_r = max(disk["write"]), max(disk["read"])
+            out["fio_write_GBps"] = round(fio_w / 1e9, 3)
+            out["fio_read_GBps"] = round(fio_r / 1e9, 3)
+            out["save_disk_over_fio"] = round(2.0 * size / save_s / fio_w, 3)
+            out["load_over_fio"] = round(size / load_s / fio_r, 3)
+            out["disk_GBps_per_try"] = {k: [round(x / 1e9, 3) for x in v] for k, v in disk.items()}
     if boto_up_s:
         out["save_over_boto3"] = round(boto_up_s / save_s, 3)
         out["load_over_boto3"] = round(boto_down_s / load_s, 3)
@@ -222,6 +268,11 @@ def main() -> int:
     if "disk_save_over_torch" in out:
         print(f"bytes to the disk per second while saving (RS(2+2) writes each byte twice): "
               f"{out['disk_save_over_torch']} of torch.save's")
+    if "fio_write_GBps" in out:
+        print(f"the disk (fio, sequential O_DIRECT 1 MiB over the four folders): writes "
+              f"{out['fio_write_GBps']} GB/s, reads {out['fio_read_GBps']} GB/s; the save "
+              f"writes at {out['save_disk_over_fio']} of that, the load reads at "
+              f"{out['load_over_fio']}")
     if boto_up_s:
         print(f"boto3 upload_file {out['boto3_upload_GBps']} GB/s, download_file "
               f"{out['boto3_download_GBps']} GB/s: save {out['save_over_boto3']}x, load "
