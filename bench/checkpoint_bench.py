@@ -11,16 +11,16 @@ Baselines in the same run, on the same file system: torch.save to a local file, 
 store fsyncs every shard before it answers), and torch.load of it; and boto3's upload_file and
 download_file (s3transfer's threads) of that same file to the same endpoint. Page caches of the
 files involved are dropped before every read. And the disk itself: fio's sequential O_DIRECT
-writes (fsynced) and reads of 1 MiB, one file per drive folder, the store's pattern. Each is
+writes (fsynced) and reads of 1 MiB, one file per drive folder (the disk's best rate). Each is
 measured `--tries` times (2), the sides taking turns, each try to new objects and files, and
 the best try of each counts. On this VM a first try is often several times slower than the
 next (the disk's rate drifts from minute to minute, the first writes after a large delete are
-the slowest, and the kernel's first access to any page of a process's memory costs ~5 us: the
-hypervisor shadows page tables), so one try each would let the order decide. For the same
+the slowest, and the kernel's first access to any page of a process's memory costs ~5 us: this
+VM is a PVM guest), so one try each would let the order decide. For the same
 reason the load into live tensors loads into the same tensors in every try, as torch.load's
 later tries land in the memory its earlier ones freed.
 
-    python3 bench/checkpoint_bench.py --json          # ~3 min; 2 GiB, needs ~9 GiB of RAM
+    python3 bench/checkpoint_bench.py --json          # ~3.5 min; 2 GiB, needs ~9 GiB of RAM
 Bars (/work/shared/PERF.md): save and load >= 0.8 of torch.save/torch.load; >= 2x boto3.
 """
 
