@@ -28,9 +28,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
