@@ -211,8 +211,7 @@ class ReaderCore : public std::enable_shared_from_this<ReaderCore> {
       cap_ = std::max(cap_, ShardBlockLen(p.size(), 0, k_, block_, false));
       blocks += BlockCount(p.size(), k_, block_);
     }
-    bufs_.resize(static_cast<size_t>(std::min<uint64_t>(blocks, 1 + kReadAhead)));
-    if (bufs_.empty()) bufs_.resize(1);
+    bufs_.resize(static_cast<size_t>(std::clamp<uint64_t>(blocks, 1, 1 + kReadAhead)));
     for (BlockBuf& b : bufs_) {
       b.data = BufferPool::Take(k_ * cap_);
       if (!b.data) return false;

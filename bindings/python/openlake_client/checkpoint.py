@@ -361,13 +361,11 @@ class OpenLakeReader(_AtUrl, StorageReader):
         for s, buf in reads:
             by_key.setdefault(s.key, []).append((s, buf))
         gets, spans = [], []
-        lone = set()
         for key, items in by_key.items():
             full = f"{self.prefix}/{key}"
             if len(items) == 1:
                 s, buf = items[0]
                 gets.append((full, s.offset, buf, s.crc64))
-                lone.add(key)
                 continue
             lo = min(s.offset for s, _ in items)
             hi = max(s.offset + s.length for s, _ in items)
@@ -381,7 +379,7 @@ class OpenLakeReader(_AtUrl, StorageReader):
             for s, buf in items:
                 if s.length:
                     memoryview(buf).cast("B")[:] = src[s.offset - lo:s.offset - lo + s.length]
-        return [s.key in lone for s, _ in reads]
+        return [len(by_key[s.key]) == 1 for s, _ in reads]
 
 
 # ---- One process.
